@@ -1,0 +1,5 @@
+import sys
+
+from fwkernels.cli import main
+
+sys.exit(main())

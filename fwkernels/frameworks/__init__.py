@@ -1,0 +1,84 @@
+"""The framework registry.
+
+Each framework is one backend module under ``fwkernels/frameworks/`` that
+imports its framework only when a backend is loaded, so ``import fwkernels``
+works in an environment holding a single framework (or none).  To add a
+framework: write ``fwkernels/frameworks/<name>_backend.py`` with a
+``Backend`` subclass named ``Backend`` and add one ``FrameworkInfo`` line below.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from fwkernels.frameworks.base import Backend, Workload  # noqa: F401 (public API)
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    name: str  # the name used on the command line and in asv params
+    title: str  # the name the papers use
+    package: str  # import name whose presence makes the framework available
+    module: str  # backend module, relative to fwkernels.frameworks
+    modes: Tuple[str, ...]  # execution modes; the first is the default
+    options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
+
+    @property
+    def default_mode(self) -> str:
+        return self.modes[0]
+
+
+_FRAMEWORKS = [
+    FrameworkInfo("torch", "PyTorch", "torch", "torch_backend",
+                  ("eager", "channels_last", "compile", "cudagraphs")),
+    FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow_backend",
+                  ("function", "xla")),
+    FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet_backend", ("hybrid", "imperative")),
+    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle_backend", ("dynamic", "static")),
+    FrameworkInfo("chainer", "Chainer", "chainer", "chainer_backend", ("define_by_run",)),
+    FrameworkInfo("cntk", "CNTK", "cntk", "cntk_backend", ("graph",)),
+    FrameworkInfo("jax", "JAX/Flax", "jax", "jax_backend", ("jit",)),
+    FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras_backend", ("jit",),
+                  (("backend", "jax"),)),
+    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras_backend", ("eager",),
+                  (("backend", "torch"),)),
+    FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras_backend",
+                  ("function",), (("backend", "tensorflow"),)),
+]
+
+FRAMEWORKS: Dict[str, FrameworkInfo] = {f.name: f for f in _FRAMEWORKS}
+
+
+def list_frameworks() -> List[str]:
+    return list(FRAMEWORKS)
+
+
+def get_framework(name: str) -> FrameworkInfo:
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown framework {name!r}; valid frameworks: {', '.join(FRAMEWORKS)}"
+        ) from None
+
+
+def unavailable_reason(name: str) -> Optional[str]:
+    """Why a framework cannot run here, or None when it can (without importing it)."""
+    info = get_framework(name)
+    if importlib.util.find_spec(f"fwkernels.frameworks.{info.module}") is None:
+        return "no backend in this fwkernels version"
+    if importlib.util.find_spec(info.package) is None:
+        return f"{info.package} is not installed in this environment"
+    return None
+
+
+def load_backend(name: str) -> Backend:
+    """Import the framework and return its backend; ValueError says why it cannot."""
+    info = get_framework(name)
+    reason = unavailable_reason(name)
+    if reason:
+        raise ValueError(f"framework {name!r} is not available: {reason}")
+    module = importlib.import_module(f"fwkernels.frameworks.{info.module}")
+    return module.Backend(info)

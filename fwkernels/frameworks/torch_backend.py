@@ -1,0 +1,204 @@
+"""PyTorch backend: torchvision models where it defines them, eager or compiled."""
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from fwkernels.frameworks import base
+from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks.torch_models import TORCHVISION_MODELS, build as build_module
+from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
+
+LABEL_SMOOTHING = 0.1
+
+
+def torchvision_missing() -> Optional[str]:
+    try:
+        import torchvision  # noqa: F401
+    except Exception as error:  # e.g. an operator mismatch with this torch build
+        return f"torchvision does not import here ({type(error).__name__}: {error})"
+    return None
+
+
+def apply_precision(precision: str) -> None:
+    """Set TF32 use explicitly: PyTorch's defaults differ between cuBLAS and cuDNN."""
+    fp32_mode = "tf32" if precision == "tf32" else "ieee"
+    if hasattr(torch.backends, "fp32_precision"):  # the API of torch >= 2.9
+        torch.backends.cuda.matmul.fp32_precision = fp32_mode
+        torch.backends.cudnn.conv.fp32_precision = fp32_mode
+        torch.backends.cudnn.rnn.fp32_precision = fp32_mode
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def precision_flags() -> Dict[str, object]:
+    """The TF32 switches as PyTorch reports them now, and whether TF32 is on for all of them."""
+    if hasattr(torch.backends, "fp32_precision"):
+        flags = {"cuda.matmul.fp32_precision": torch.backends.cuda.matmul.fp32_precision,
+                 "cudnn.conv.fp32_precision": torch.backends.cudnn.conv.fp32_precision,
+                 "cudnn.rnn.fp32_precision": torch.backends.cudnn.rnn.fp32_precision}
+        states = [value == "tf32" for value in flags.values()]
+    else:
+        flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                 "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
+        states = list(flags.values())
+    tf32 = all(states) if all(states) or not any(states) else "mixed"
+    return {"tf32_enabled": tf32, **flags}
+
+
+def synthetic_batch(config: RunConfig, device: torch.device) -> Tuple[tuple, torch.Tensor]:
+    """Random inputs and labels for the model's task, resident on ``device``."""
+    g = torch.Generator().manual_seed(config.seed)
+    spec, shapes = config.model, config.input_shapes()
+    if spec.name == "ncf":
+        user = torch.randint(0, NCF_USERS, shapes["user"], generator=g)
+        item = torch.randint(0, NCF_ITEMS, shapes["item"], generator=g)
+        labels = torch.randint(0, 2, shapes["user"], generator=g).float()
+        inputs: tuple = (user, item)
+    elif spec.unit == "tokens":
+        src = torch.randint(0, spec.num_classes, shapes["src"], generator=g)
+        tgt = torch.randint(0, spec.num_classes, shapes["tgt"], generator=g)
+        labels = torch.randint(0, spec.num_classes, shapes["tgt"], generator=g)
+        inputs = (src, tgt)
+    else:
+        inputs = (torch.randn(*shapes["image"], generator=g),)
+        labels = torch.randint(0, spec.num_classes, shapes["image"][:1], generator=g)
+    return tuple(t.to(device) for t in inputs), labels.to(device)
+
+
+def loss_function(spec: ModelSpec):
+    if spec.loss == "binary_cross_entropy":
+        return F.binary_cross_entropy_with_logits
+    if spec.loss == "label_smoothed_cross_entropy":
+        return lambda logits, labels: F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), label_smoothing=LABEL_SMOOTHING)
+    return lambda logits, labels: F.cross_entropy(logits.float(), labels)
+
+
+class TorchWorkload(base.Workload):
+    def __init__(self, config: RunConfig) -> None:
+        torch.manual_seed(config.seed)
+        self.config = config
+        self.device = torch.device(config.device)
+        apply_precision(config.precision)
+        # A fixed synthetic batch drives the loss toward zero and the gradients into
+        # denormals, which are ~100x slower on x86 CPUs; TensorFlow and XLA flush them too.
+        self.flush_denormal = torch.set_flush_denormal(True)
+        module = build_module(config.model.name).to(self.device)
+        self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
+        self.inputs, self.labels = synthetic_batch(config, self.device)
+        is_image = "image" in config.model.inputs
+        if config.mode != "eager" and is_image:
+            module = module.to(memory_format=torch.channels_last)
+            self.inputs = tuple(t.contiguous(memory_format=torch.channels_last) for t in self.inputs)
+        self.module = module  # eager module: FLOP counting and parameter access
+        if config.mode == "compile":
+            self.model = torch.compile(module)
+        elif config.mode == "cudagraphs":
+            self.model = torch.compile(module, mode="reduce-overhead")
+        else:
+            self.model = module
+        self.loss_fn = loss_function(config.model)
+        self.optimizer = torch.optim.SGD(module.parameters(), lr=config.learning_rate,
+                                         momentum=base.MOMENTUM, weight_decay=base.WEIGHT_DECAY)
+        self._loss = torch.zeros((), device=self.device)
+
+    def autocast(self):
+        if self.config.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _loss_and_backward(self, model) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = self.loss_fn(model(*self.inputs), self.labels)
+        loss.backward()
+        self._loss = loss.detach()
+
+    def train_step(self) -> None:
+        self._loss_and_backward(self.model)
+        self.optimizer.step()
+
+    def forward_backward(self) -> None:
+        self._loss_and_backward(self.model)
+
+    def forward(self) -> torch.Tensor:
+        self.model.eval()
+        with torch.inference_mode(), self.autocast():
+            out = self.model(*self.inputs)
+        self.model.train()
+        return out
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def loss(self) -> float:
+        return float(self._loss)
+
+    def output_shape(self) -> Tuple[int, ...]:
+        return tuple(self.forward().shape)
+
+    def param_fingerprint(self) -> List[float]:
+        return [float(p.detach().double().sum()) for p in self.module.parameters()]
+
+    def precision_settings(self) -> Dict[str, object]:
+        return {"policy": self.config.precision, **precision_flags(),
+                "compute_dtype": "bfloat16" if self.config.precision == "bf16" else "float32",
+                "flush_denormal": self.flush_denormal}
+
+    def peak_memory_bytes(self) -> Optional[int]:
+        if self.device.type == "cuda":
+            return torch.cuda.max_memory_allocated(self.device)
+        return None
+
+    def flops_per_step(self) -> Optional[float]:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        with counter:
+            self._loss_and_backward(self.module)
+        return float(counter.get_total_flops())
+
+
+class Backend(base.Backend):
+    def version(self) -> str:
+        return torch.__version__
+
+    def device_available(self, device: str) -> bool:
+        return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
+
+    def set_threads(self, threads: int) -> None:
+        torch.set_num_threads(threads)
+        with contextlib.suppress(RuntimeError):  # settable once per process only
+            torch.set_num_interop_threads(threads)
+
+    def unsupported_reason(self, config: RunConfig) -> Optional[str]:
+        if config.model.name in TORCHVISION_MODELS:
+            return torchvision_missing()
+        if config.mode == "cudagraphs" and config.device != "cuda":
+            return "CUDA graphs need a CUDA device"
+        return None
+
+    def count_params(self, model: ModelSpec) -> int:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation cost
+            module = build_module(model.name)
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    def build(self, config: RunConfig) -> base.Workload:
+        return TorchWorkload(config)
+
+    def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
+        if device != "cuda":
+            return {}
+        return {"cuda_version": torch.version.cuda,
+                "cudnn_version": str(torch.backends.cudnn.version()),
+                "device_name": torch.cuda.get_device_name(),
+                "driver_version": base.nvidia_driver_version()}
+
+    def is_out_of_memory(self, error: BaseException) -> bool:
+        return isinstance(error, torch.cuda.OutOfMemoryError) or super().is_out_of_memory(error)

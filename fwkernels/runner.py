@@ -1,0 +1,150 @@
+"""Measure one (framework, model) combination: validation, fresh worker processes, one record.
+
+Used by the CLI and the asv suite alike.  Each phase (train, forward) runs in
+its own process (``fwkernels.worker``); a crash, OOM or NaN there becomes the
+record's ``status`` and the caller goes on.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, Optional, Sequence
+
+import fwkernels
+from fwkernels.frameworks import get_framework, unavailable_reason
+from fwkernels.frameworks.base import DEVICES, PRECISIONS
+from fwkernels.models import get_model
+
+PHASES = ("train", "forward")
+# Defaults per device: windows, target seconds per window, warm-up steps.
+DEFAULTS = {"cpu": (3, 1.5, 2), "cuda": (5, 0.5, 10)}
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class InvalidRequest(ValueError):
+    """Bad input: the message names the valid choices."""
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def validate(framework: str, model: str, device: str, precision: str, mode: str,
+             batch: Optional[int]) -> None:
+    try:
+        info = get_framework(framework)
+        get_model(model)
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
+    if device not in DEVICES:
+        raise InvalidRequest(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
+    if precision not in PRECISIONS:
+        raise InvalidRequest(
+            f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
+    if device == "cpu" and precision == "tf32":
+        raise InvalidRequest("precision 'tf32' is a GPU tensor-core mode; on cpu use fp32 or bf16")
+    if mode and mode not in info.modes:
+        raise InvalidRequest(
+            f"unknown mode {mode!r} for {framework}; valid modes: {', '.join(info.modes)}")
+    if batch is not None and batch <= 0:
+        raise InvalidRequest(f"batch must be a positive integer, got {batch}")
+    reason = unavailable_reason(framework)
+    if reason:
+        raise InvalidRequest(f"framework {framework!r} is not available: {reason}")
+
+
+def host_info() -> Dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"host": socket.gethostname(), "cpu": cpu, "cpu_count": os.cpu_count(),
+            "python": platform.python_version(), "fwkernels_version": fwkernels.__version__}
+
+
+def measure(
+    framework: str,
+    model: str,
+    *,
+    device: str = "cpu",
+    batch: Optional[int] = None,
+    precision: str = "fp32",
+    mode: str = "",
+    windows: Optional[int] = None,
+    steps: Optional[int] = None,
+    window_seconds: Optional[float] = None,
+    warmup: Optional[int] = None,
+    threads: Optional[int] = None,
+    phases: Sequence[str] = PHASES,
+    timeout_s: float = 1800,
+) -> Dict[str, Any]:
+    """Run the protocol for one combination and return its record (``status`` says how it went).
+
+    Raises ``InvalidRequest`` for bad input, including a device the framework does not see.
+    """
+    validate(framework, model, device, precision, mode, batch)
+    spec = get_model(model)
+    default_windows, default_seconds, default_warmup = DEFAULTS[device]
+    request = {
+        "framework": framework, "model": model, "device": device,
+        "batch": batch or spec.default_batch(device), "precision": precision,
+        "mode": mode or get_framework(framework).default_mode,
+        "windows": windows or default_windows, "steps": steps,
+        "window_seconds": window_seconds or default_seconds,
+        "warmup": default_warmup if warmup is None else warmup,
+        "threads": threads or default_threads(),
+    }
+    record: Dict[str, Any] = {
+        **{k: request[k] for k in ("framework", "mode", "model", "device", "batch", "precision",
+                                   "threads", "windows", "warmup")},
+        "framework_title": get_framework(framework).title, "task": spec.task, "unit": spec.unit,
+        "samples_per_step": spec.samples_per_step(request["batch"]),
+        "canonical_params": spec.params, "expected_params": spec.expected_params(framework),
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **host_info(),
+    }
+    for phase in phases:
+        out = _run_worker(dict(request, phase=phase), timeout_s)
+        record.update(out)
+        if out.get("status") == "invalid":
+            raise InvalidRequest(out["error"])
+        if out.get("status") != "ok":
+            record["failed_phase"] = phase
+            break
+    flops = record.get("flops_per_step")
+    if flops and record.get("samples_per_s"):
+        record["flops_per_sample"] = flops / record["samples_per_step"]
+        record["achieved_tflops"] = flops / record["step_time_s"] / 1e12
+    return record
+
+
+def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
+    threads = str(request["threads"])
+    env = dict(os.environ, **{name: threads for name in THREAD_VARIABLES})
+    with tempfile.TemporaryDirectory(prefix="fwkernels-") as tmp:
+        path = os.path.join(tmp, "result.json")
+        command = [sys.executable, "-m", "fwkernels.worker", json.dumps(request), path]
+        try:
+            proc = subprocess.run(command, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "error": f"{request['phase']} phase ran over {timeout_s} s"}
+        if os.path.exists(path):
+            with open(path) as f:
+                out = json.load(f)
+            if out.get("status") not in ("ok", "n/a", "invalid"):
+                out["log_tail"] = proc.stdout.decode(errors="replace")[-2000:]
+            return out
+    tail = proc.stdout.decode(errors="replace")[-2000:]
+    oom = proc.returncode == -9 or "out of memory" in tail.lower()
+    return {"status": "oom" if oom else "crashed",
+            "error": f"{request['phase']} worker exited with status {proc.returncode}",
+            "log_tail": tail}

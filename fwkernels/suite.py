@@ -1,0 +1,91 @@
+"""What the asv suite (benchmarks/training.py) needs: its parameters and measure-once records."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Sequence
+
+from fwkernels.frameworks import FRAMEWORKS, get_framework, unavailable_reason
+from fwkernels.frameworks.base import PRECISIONS
+from fwkernels.models import MODELS
+from fwkernels.runner import measure
+
+
+def _env_list(name: str, default: Sequence[str]) -> List[str]:
+    value = os.environ.get(name, "").strip()
+    return [v.strip() for v in value.split(",") if v.strip()] if value else list(default)
+
+
+def targets(all_modes: bool) -> List[str]:
+    """asv's framework parameter: "name" for the default mode, "name:mode" for the others."""
+    names = _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS)
+    out = []
+    for name in names:
+        info = get_framework(name)
+        out.append(name)
+        if all_modes:
+            out += [f"{name}:{mode}" for mode in info.modes[1:]]
+    return out
+
+
+def parameters(device: str) -> List[List[str]]:
+    precisions = _env_list("FWKERNELS_PRECISIONS", ["fp32"] if device == "cpu" else PRECISIONS)
+    all_modes = os.environ.get("FWKERNELS_MODES", "default") == "all"
+    return [targets(all_modes), _env_list("FWKERNELS_MODELS", MODELS), precisions]
+
+
+def make_cache_dir() -> str:
+    return tempfile.mkdtemp(prefix="measurements-", dir=os.getcwd())
+
+
+def records_path() -> str:
+    """JSON-lines file for this environment's records, beside asv's results."""
+    root = os.environ.get("FWKERNELS_RECORDS_DIR") or os.path.join(
+        os.environ.get("ASV_CONF_DIR", os.getcwd()), "records")
+    machine = os.environ.get("ASV_MACHINE", "unknown-machine")
+    commit = os.environ.get("ASV_COMMIT", "unknown")[:8]
+    env = os.environ.get("ASV_ENV_NAME", "unknown-env")
+    os.makedirs(os.path.join(root, machine), exist_ok=True)
+    return os.path.join(root, machine, f"{commit}-{env}.jsonl")
+
+
+def measured(cache_dir: str, device: str, target: str, model: str, precision: str) -> Dict[str, Any]:
+    """The record of one combination, measured on first use; NotImplementedError skips it."""
+    framework, _, mode = target.partition(":")
+    reason = unavailable_reason(framework)
+    if reason:
+        raise NotImplementedError(f"{framework}: {reason}")
+    if device == "cpu" and precision == "tf32":
+        raise NotImplementedError("tf32 is a GPU tensor-core mode")
+    path = os.path.join(cache_dir, f"{target}-{model}-{precision}.json".replace(":", "_"))
+    if not os.path.exists(path):
+        record = measure(framework, model, device=device, precision=precision, mode=mode,
+                         windows=_env_int("FWKERNELS_WINDOWS"),
+                         window_seconds=_env_float("FWKERNELS_WINDOW_SECONDS"))
+        record.update(asv_commit=os.environ.get("ASV_COMMIT"), asv_env=os.environ.get("ASV_ENV_NAME"),
+                      asv_machine=os.environ.get("ASV_MACHINE"))
+        with open(records_path(), "a") as f:
+            f.write(json.dumps(record, default=str) + "\n")
+        with open(path, "w") as f:
+            json.dump(record, f, default=str)
+    with open(path) as f:
+        record = json.load(f)
+    if record["status"] == "n/a":
+        raise NotImplementedError(f"{target} {model}: N/A, {record['error']}")
+    if record["status"] != "ok":
+        raise RuntimeError(f"{target} {model} {precision}: {record['status']}: {record.get('error')}")
+    return record
+
+
+def samples(values: Sequence[float]) -> Dict[str, Any]:
+    """A track_ result that keeps the per-window spread in asv's results."""
+    return {"samples": list(values), "number": 1}
+
+
+def _env_int(name: str):
+    return int(os.environ[name]) if os.environ.get(name) else None
+
+
+def _env_float(name: str):
+    return float(os.environ[name]) if os.environ.get(name) else None

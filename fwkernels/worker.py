@@ -1,0 +1,122 @@
+"""One measurement phase in a fresh process.
+
+    python -m fwkernels.worker REQUEST_JSON RESULT_PATH
+
+A fresh process per phase makes the CPU memory figure honest (peak RSS above
+the baseline taken after the framework import) and keeps a crash, OOM or NaN
+inside one measurement.  ``fwkernels.runner`` starts it; the result is a JSON
+file, since frameworks write their own noise to stdout.
+"""
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+import traceback
+from typing import Any, Dict, Optional
+
+from fwkernels.frameworks import load_backend
+from fwkernels.frameworks.base import DEVICES, RunConfig, Workload
+from fwkernels.models import get_model
+from fwkernels.protocol import NonFiniteLoss, calibrate_steps, finite_loss_check, run_windows
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def _peak_memory(workload: Workload, baseline_rss: int) -> Dict[str, Any]:
+    device_peak = workload.peak_memory_bytes()
+    if device_peak is not None:
+        return {"bytes": device_peak, "source": "device allocator peak"}
+    return {"bytes": peak_rss_bytes() - baseline_rss, "source": "process peak RSS above baseline"}
+
+
+def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
+    steps = request["steps"] or calibrate_steps(step, workload.sync, request["window_seconds"])
+    return run_windows(step, workload.sync, windows=request["windows"], steps=steps,
+                       warmup=request["warmup"], check=check,
+                       samples_per_step=request["samples_per_step"])
+
+
+def run_phase(request: Dict[str, Any]) -> Dict[str, Any]:
+    """Build the workload and time one phase: "train" or "forward"."""
+    backend = load_backend(request["framework"])
+    out: Dict[str, Any] = {"framework_version": backend.version()}
+    backend.set_threads(request["threads"])
+    device = request["device"]
+    if not backend.device_available(device):
+        usable = [d for d in DEVICES if backend.device_available(d)]
+        return {"status": "invalid", "error": f"device {device!r} is not available to "
+                f"{backend.name} here; available devices: {', '.join(usable)}"}
+    out.update(backend.runtime_info(device))
+    config = RunConfig(model=get_model(request["model"]), batch=request["batch"], device=device,
+                       precision=request["precision"], mode=request["mode"])
+    reason = backend.unsupported_reason(config)
+    if reason:
+        return {"status": "n/a", "error": reason, **out}
+    request = dict(request, samples_per_step=config.samples_per_step)
+
+    baseline_rss = current_rss_bytes()
+    start = time.perf_counter()
+    workload = backend.build(config)
+    out["build_s"] = time.perf_counter() - start
+    out["params"] = workload.params
+    out["precision_settings"] = workload.precision_settings()
+
+    if request["phase"] == "train":
+        check = finite_loss_check(workload.loss)
+        train = _timed(workload, workload.train_step, request, check)
+        out.update(train.summary("samples_per_s"))
+        out.update(window_samples_per_s=train.window_samples_per_s, step_time_s=train.step_time_s,
+                   steps_per_window=train.steps, warmup_s=train.warmup_s)
+        fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
+        out["forward_backward_time_s"] = fwd_bwd.step_time_s
+        out["loss"] = workload.loss()
+        memory = _peak_memory(workload, baseline_rss)
+        out.update(peak_memory_bytes=memory["bytes"], peak_memory_source=memory["source"])
+        out["flops_per_step"] = workload.flops_per_step()
+    else:
+        forward = _timed(workload, workload.forward, request)
+        out.update(forward.summary("forward_samples_per_s"))
+        out.update(forward_time_s=forward.step_time_s, forward_warmup_s=forward.warmup_s)
+        memory = _peak_memory(workload, baseline_rss)
+        out["forward_peak_memory_bytes"] = memory["bytes"]
+    out["status"] = "ok"
+    return out
+
+
+def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
+    message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
+    if isinstance(error, NonFiniteLoss):
+        return {"status": "nan", "error": message}
+    try:
+        backend = load_backend(backend_name)
+        if backend.is_out_of_memory(error):
+            return {"status": "oom", "error": message}
+    except ValueError:
+        pass
+    return {"status": "error", "error": message}
+
+
+def main(argv: Optional[list] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    request = json.loads(argv[0])
+    try:
+        result = run_phase(request)
+    except BaseException as error:  # recorded, never lost: the parent decides what follows
+        traceback.print_exc()
+        result = classify_failure(request["framework"], error)
+    with open(argv[1], "w") as f:
+        json.dump(result, f, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

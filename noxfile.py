@@ -1,0 +1,43 @@
+"""Test sessions, one environment per framework (their pins conflict).
+
+    nox                  # every session: what `scripts/test` and CI run
+    nox -s torch         # one framework
+    nox -s torch -- -k resnet50   # pytest arguments after --
+
+Each framework session installs fwkernels with that framework's pinned
+requirements and runs the whole test suite with FWKERNELS_TEST_FRAMEWORKS set,
+so the generic tests (parity, training step, shapes, CLI) run for it.
+"""
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.error_on_missing_interpreters = True
+PYTHON = "3.11"
+
+# session name -> (frameworks it tests, pip requirements)
+FRAMEWORK_ENVIRONMENTS = {
+    "torch": (["torch"], ["torch==2.14.1", "torchvision==0.29.1"]),
+}
+
+
+@nox.session(python=PYTHON)
+def core(session: nox.Session) -> None:
+    """The package with no framework installed, and with numpy 1.23 (MXNet's and Chainer's pin)."""
+    session.install("-e", ".[test]", "numpy==1.23.5")
+    session.run("python", "-c", "import fwkernels, numpy; assert numpy.__version__ == '1.23.5'")
+    session.run("pytest", "-q", "tests/test_protocol.py", "tests/test_failures.py",
+                "tests/test_core.py", *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+
+
+def _framework_session(name: str, frameworks: list, requirements: list) -> None:
+    @nox.session(python=PYTHON, name=name)
+    def run(session: nox.Session) -> None:
+        session.install("-e", ".[test]", *requirements)
+        session.run("pytest", "-q", *session.posargs,
+                    env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks)})
+
+    run.__doc__ = f"Tests of {', '.join(frameworks)} in their own environment."
+
+
+for _name, (_frameworks, _requirements) in FRAMEWORK_ENVIRONMENTS.items():
+    _framework_session(_name, _frameworks, _requirements)

@@ -1,0 +1,37 @@
+"""Framework tests run in the framework's own environment (see noxfile.py).
+
+FWKERNELS_TEST_FRAMEWORKS (comma list) names the frameworks a session tests;
+by default every framework that is available here.
+"""
+import os
+
+import pytest
+
+from fwkernels.frameworks import FRAMEWORKS, load_backend, unavailable_reason
+
+
+def tested_frameworks():
+    names = os.environ.get("FWKERNELS_TEST_FRAMEWORKS")
+    if names:
+        return [n.strip() for n in names.split(",") if n.strip()]
+    return [n for n in FRAMEWORKS if unavailable_reason(n) is None]
+
+
+_backends = {}
+
+
+@pytest.fixture
+def backend(framework):
+    if framework not in _backends:
+        reason = unavailable_reason(framework)
+        if reason:
+            pytest.fail(f"{framework} was asked for but is unavailable: {reason}")
+        b = load_backend(framework)
+        b.set_threads(len(os.sched_getaffinity(0)))
+        _backends[framework] = b
+    return _backends[framework]
+
+
+def pytest_generate_tests(metafunc):
+    if "framework" in metafunc.fixturenames:
+        metafunc.parametrize("framework", tested_frameworks())

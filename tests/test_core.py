@@ -1,0 +1,83 @@
+"""Registries, specs and the asv suite's parameters: no framework needed."""
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from fwkernels import get_framework, get_model, list_frameworks, list_models
+from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
+from fwkernels.models import CONVNET_BENCHMARKS, PYTORCH_TABLE1
+from fwkernels import suite
+
+
+def test_the_ten_models_of_both_papers():
+    assert PYTORCH_TABLE1 == ("alexnet", "vgg19", "resnet50", "mobilenet_v2", "gnmt_v2", "ncf")
+    assert CONVNET_BENCHMARKS == ("alexnet_owt", "overfeat", "vgg_a", "googlenet")
+    assert list_models() == list(PYTORCH_TABLE1 + CONVNET_BENCHMARKS)
+
+
+def test_unknown_names_fail_with_the_valid_list():
+    with pytest.raises(ValueError, match="resnet50.*googlenet"):
+        get_model("resnet-50")
+    with pytest.raises(ValueError, match="torch.*tensorflow.*jax"):
+        get_framework("pytorch")
+
+
+def test_one_bias_lstm_count_is_declared_with_its_reason():
+    gnmt = get_model("gnmt_v2")
+    assert gnmt.expected_params("torch") == 160_671_297
+    count, reason = gnmt.params_by_framework["tensorflow"]
+    assert count == 160_634_433 and "bias" in reason
+    assert get_model("resnet50").expected_params("tensorflow") == 25_557_032
+
+
+def test_throughput_units_and_samples_per_step():
+    assert get_model("resnet50").samples_per_step(256) == 256
+    assert get_model("gnmt_v2").samples_per_step(128) == 128 * (50 + 50)
+    assert get_model("ncf").unit == "samples" and get_model("gnmt_v2").unit == "tokens"
+    assert get_model("gnmt_v2").output_shape(2) == (2, 50, 32320)
+    assert get_model("ncf").output_shape(5) == (5,)
+
+
+def test_learning_rate_scales_linearly_with_batch():
+    from fwkernels.frameworks.base import RunConfig
+
+    spec = get_model("resnet50")
+    assert RunConfig(model=spec, batch=spec.batch_gpu).learning_rate == spec.lr
+    assert RunConfig(model=spec, batch=spec.batch_gpu // 4).learning_rate == spec.lr / 4
+    assert RunConfig(model=spec, batch=2, lr=0.5).learning_rate == 0.5
+
+
+def test_unavailable_frameworks_say_why():
+    for name in list_frameworks():
+        reason = unavailable_reason(name)
+        installed = importlib.util.find_spec(FRAMEWORKS[name].package) is not None
+        if not installed:
+            assert reason and "not installed" in reason or "no backend" in reason
+
+
+def test_import_does_not_import_any_framework():
+    code = ("import sys, fwkernels, fwkernels.cli, fwkernels.suite; "
+            "loaded = [m for m in ('torch','tensorflow','jax','mxnet','paddle','keras') "
+            "if m in sys.modules]; print(loaded); assert not loaded")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_suite_parameters_follow_the_profile(monkeypatch):
+    monkeypatch.delenv("FWKERNELS_PRECISIONS", raising=False)
+    monkeypatch.delenv("FWKERNELS_MODELS", raising=False)
+    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch")
+    monkeypatch.setenv("FWKERNELS_MODES", "default")
+    assert suite.parameters("cpu") == [["torch"], list_models(), ["fp32"]]
+    monkeypatch.setenv("FWKERNELS_MODES", "all")
+    monkeypatch.setenv("FWKERNELS_MODELS", "resnet50")
+    frameworks, models, precisions = suite.parameters("cuda")
+    assert frameworks[0] == "torch" and "torch:compile" in frameworks
+    assert models == ["resnet50"] and precisions == ["fp32", "tf32", "bf16"]
+
+
+def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path):
+    missing = [n for n in FRAMEWORKS if unavailable_reason(n)]
+    with pytest.raises(NotImplementedError, match=unavailable_reason(missing[0])):
+        suite.measured(str(tmp_path), "cpu", missing[0], "ncf", "fp32")

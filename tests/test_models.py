@@ -1,0 +1,57 @@
+"""Per (framework, model): parameter parity, the step trains, the output has the right shape."""
+import math
+
+import pytest
+
+from fwkernels.frameworks.base import RunConfig
+from fwkernels.models import MODELS, get_model
+
+ALL_MODELS = list(MODELS)
+
+
+# A tenth of the model's reference learning rate: a batch of 2 at the full rate
+# diverges for the deep nets without batch norm (VGG).
+LR_SCALE = 0.1
+
+
+def small_config(backend, name, batch=2):
+    spec = get_model(name)
+    config = RunConfig(model=spec, batch=batch, small=True, lr=spec.lr * LR_SCALE)
+    reason = backend.unsupported_reason(config)
+    if reason:
+        pytest.skip(f"N/A: {reason}")
+    return config
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_trainable_parameter_count_is_canonical(backend, framework, model):
+    spec = get_model(model)
+    reason = backend.unsupported_reason(RunConfig(model=spec, batch=1))
+    if reason:
+        pytest.skip(f"N/A: {reason}")
+    assert backend.count_params(spec) == spec.expected_params(framework)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_training_step_updates_parameters_and_lowers_loss(backend, framework, model):
+    config = small_config(backend, model)
+    workload = backend.build(config)
+    assert workload.params == config.model.expected_params(framework)
+    before = workload.param_fingerprint()
+    workload.train_step()
+    first_loss = workload.loss()
+    after = workload.param_fingerprint()
+    changed = sum(a != b for a, b in zip(before, after))
+    assert len(before) == len(after) > 0
+    assert changed == len(before), f"{len(before) - changed} of {len(before)} tensors unchanged"
+    for _ in range(4):
+        workload.train_step()
+    last_loss = workload.loss()
+    assert math.isfinite(first_loss) and math.isfinite(last_loss)
+    assert last_loss < first_loss, (first_loss, last_loss)
+
+
+@pytest.mark.parametrize("model", ALL_MODELS)
+def test_forward_output_shape(backend, model):
+    config = small_config(backend, model, batch=3)
+    assert backend.build(config).output_shape() == config.model.output_shape(3, small=True)
