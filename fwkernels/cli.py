@@ -114,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_measure)
 
-    from fwkernels import report
+    from fwkernels import report, sweep
 
+    sweep.add_parser(sub)
     report.add_parser(sub)
     return parser
 
