@@ -1,0 +1,39 @@
+"""Write asv.selected.conf.json: asv.conf.json with only the environments whose requirements match.
+
+    python scripts/select_envs.py REGEX
+
+REGEX is searched in each `include` entry's "name==version" requirement strings,
+e.g. 'torch' or 'tensorflow-cpu==2.21|jax'.  asv itself cannot pick environments
+by requirement (`-E` takes an environment type and Python version only).
+"""
+import json
+import re
+import sys
+
+SOURCE, TARGET = "asv.conf.json", "asv.selected.conf.json"
+
+
+def load_commented_json(path: str) -> dict:
+    with open(path) as f:
+        text = "\n".join(line for line in f if not line.lstrip().startswith("//"))
+    return json.loads(text)
+
+
+def main(pattern: str) -> int:
+    conf = load_commented_json(SOURCE)
+    regex = re.compile(pattern)
+    conf["include"] = [entry for entry in conf["include"]
+                       if any(regex.search(f"{name}=={version}")
+                              for name, version in entry.get("req", {}).items())]
+    if not conf["include"]:
+        print(f"no asv environment matches {pattern!r}", file=sys.stderr)
+        return 2
+    with open(TARGET, "w") as f:
+        json.dump(conf, f, indent=4)
+    for entry in conf["include"]:
+        print("selected:", " ".join(f"{k}=={v}" for k, v in entry["req"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
