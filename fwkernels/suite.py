@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tempfile
 from typing import Any, Dict, List, Sequence
 
@@ -40,10 +41,10 @@ def make_cache_dir() -> str:
 
 
 def records_path() -> str:
-    """JSON-lines file for this environment's records, beside asv's results."""
+    """JSON-lines file of this environment's records: records/<machine>/<commit>-<env>.jsonl."""
     root = os.environ.get("FWKERNELS_RECORDS_DIR") or os.path.join(
         os.environ.get("ASV_CONF_DIR", os.getcwd()), "records")
-    machine = os.environ.get("ASV_MACHINE", "unknown-machine")
+    machine = os.environ.get("FWKERNELS_MACHINE") or socket.gethostname()
     commit = os.environ.get("ASV_COMMIT", "unknown")[:8]
     env = os.environ.get("ASV_ENV_NAME", "unknown-env")
     os.makedirs(os.path.join(root, machine), exist_ok=True)
@@ -64,7 +65,7 @@ def measured(cache_dir: str, device: str, target: str, model: str, precision: st
                          windows=_env_int("FWKERNELS_WINDOWS"),
                          window_seconds=_env_float("FWKERNELS_WINDOW_SECONDS"))
         record.update(asv_commit=os.environ.get("ASV_COMMIT"), asv_env=os.environ.get("ASV_ENV_NAME"),
-                      asv_machine=os.environ.get("ASV_MACHINE"))
+                      asv_machine=os.environ.get("FWKERNELS_MACHINE"))
         with open(records_path(), "a") as f:
             f.write(json.dumps(record, default=str) + "\n")
         with open(path, "w") as f:

@@ -1,0 +1,287 @@
+"""JAX backend: Flax (linen) models, optax SGD, the whole training step under one ``jax.jit``.
+
+Each step function is traced under the precision policy's matmul precision,
+compiled ahead of time on its first call (so compilation lands in the warm-up)
+and called with the training state donated: parameters, batch-norm statistics
+and momentum are updated in place.  The synthetic batch stays on the device.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from fwkernels.frameworks import base
+from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks.flax_models import build as build_module
+from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
+
+LABEL_SMOOTHING = 0.1
+# jax_default_matmul_precision per policy: it sets the precision of every float32
+# dot and convolution.  XLA's default on GPUs lets cuBLAS/cuDNN use TF32, so fp32
+# asks for "highest" explicitly; "tensorfloat32" lowers to precision HIGH (TF32).
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "highest"}
+COMPUTE_DTYPE = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16}
+# XLA's CPU client sizes its intra-op (Eigen) thread pool from this variable when
+# the client is created; XLA_FLAGS has no thread-count flag, only multi-threading
+# on or off (--xla_cpu_multi_thread_eigen).
+THREADS_VARIABLE = "PJRT_NPROC"
+
+State = Dict[str, Any]
+
+
+def jax_device(device: str) -> jax.Device:
+    """The first JAX device for "cpu" or "cuda" (JAX's "gpu" platform)."""
+    return jax.devices({"cpu": "cpu", "cuda": "gpu"}[device])[0]
+
+
+def image_layout(shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    """(batch, C, H, W) as the specs give it, to JAX's natural NHWC."""
+    batch, channels, height, width = shape
+    return batch, height, width, channels
+
+
+def synthetic_batch(config: RunConfig) -> Tuple[tuple, np.ndarray]:
+    """Random inputs and labels for the model's task, as host arrays (NHWC images)."""
+    rng = np.random.default_rng(config.seed)
+    spec, shapes = config.model, config.input_shapes()
+    if spec.name == "ncf":
+        inputs: tuple = (rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32),
+                         rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32))
+        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
+    elif spec.unit == "tokens":
+        inputs = (rng.integers(0, spec.num_classes, shapes["src"], dtype=np.int32),
+                  rng.integers(0, spec.num_classes, shapes["tgt"], dtype=np.int32))
+        labels = rng.integers(0, spec.num_classes, shapes["tgt"], dtype=np.int32)
+    else:
+        image_shape = image_layout(shapes["image"])
+        inputs = (rng.standard_normal(image_shape, dtype=np.float32),)
+        labels = rng.integers(0, spec.num_classes, image_shape[:1], dtype=np.int32)
+    return inputs, labels
+
+
+def loss_function(spec: ModelSpec) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """The model's loss on float32 logits, like torch_backend's."""
+    if spec.loss == "binary_cross_entropy":
+        return lambda logits, labels: optax.sigmoid_binary_cross_entropy(
+            logits.astype(jnp.float32), labels).mean()
+    if spec.loss == "label_smoothed_cross_entropy":
+        return label_smoothed_cross_entropy
+    return lambda logits, labels: optax.softmax_cross_entropy_with_integer_labels(
+        logits.astype(jnp.float32), labels).mean()
+
+
+def label_smoothed_cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """torch's cross_entropy(label_smoothing=0.1), without a (tokens x vocab) one-hot."""
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    target = jnp.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+    return -((1 - LABEL_SMOOTHING) * target + LABEL_SMOOTHING * log_probs.mean(-1)).mean()
+
+
+def optimizer(learning_rate: float) -> optax.GradientTransformation:
+    """torch.optim.SGD(momentum=0.9, weight_decay=1e-4): decay added to the gradient first."""
+    return optax.chain(optax.add_decayed_weights(base.WEIGHT_DECAY),
+                       optax.sgd(learning_rate, momentum=base.MOMENTUM))
+
+
+def model_inputs(spec: ModelSpec, batch: int = 1, small: bool = False) -> tuple:
+    """Abstract inputs of the model's forward (shapes and dtypes only)."""
+    shapes = RunConfig(model=spec, batch=batch, small=small).input_shapes()
+    if "image" in shapes:
+        return (jax.ShapeDtypeStruct(image_layout(shapes["image"]), jnp.float32),)
+    return tuple(jax.ShapeDtypeStruct(shape, jnp.int32) for shape in shapes.values())
+
+
+def count_trainable(variables: Dict[str, Any]) -> int:
+    """Elements of the "params" collection; batch_stats are state, not trainable."""
+    return sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(variables["params"]))
+
+
+def lowered_precision(hlo_text: str) -> Dict[str, Any]:
+    """Operand precisions and element types of every dot and convolution in a lowered program."""
+    precisions: Counter = Counter()
+    operand_types: Counter = Counter()
+    for line in hlo_text.splitlines():
+        if "stablehlo.dot_general" not in line and "stablehlo.convolution" not in line:
+            continue
+        found = re.findall(r"precision[ =<]+\[?(\w+)", line)
+        precisions.update(found[:1] or ["DEFAULT"])
+        operands = line.rsplit(" : (", 1)[-1]
+        operand_types.update(re.findall(r"x(f32|bf16|f16)>", operands.split("->")[0]))
+    return {"matmul_precisions": dict(precisions), "matmul_operand_types": dict(operand_types)}
+
+
+def _one_or_mixed(values: set) -> Any:
+    return values.pop() if len(values) == 1 else "mixed"
+
+
+class JaxWorkload(base.Workload):
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.device = jax_device(config.device)
+        self.matmul_precision = MATMUL_PRECISION[config.precision]
+        self.model = build_module(config.model.name, COMPUTE_DTYPE[config.precision])
+        self.loss_fn = loss_function(config.model)
+        self.tx = optimizer(config.learning_rate)
+        key = jax.random.key(config.seed)
+        self.dropout_key = jax.random.fold_in(key, 1)
+        with jax.default_device(self.device):
+            dummy = tuple(jnp.zeros(s.shape, s.dtype)
+                          for s in model_inputs(config.model, 1, config.small))
+            variables = jax.jit(lambda k: self.model.init(k, *dummy))(key)
+            params = variables["params"]
+            self.state: State = {"params": params, "batch_stats": variables.get("batch_stats", {}),
+                                 "opt_state": jax.jit(self.tx.init)(params),
+                                 "step": jnp.zeros((), jnp.int32)}
+        self.params = count_trainable(variables)
+        inputs, labels = synthetic_batch(config)
+        self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
+        self.labels = jax.device_put(labels, self.device)
+        # Traced now (the program is what precision_settings reads), compiled on first call.
+        with jax.default_matmul_precision(self.matmul_precision):
+            self.traced_precision = jax.config.jax_default_matmul_precision
+            self._train_lowered = jax.jit(self._train_step, donate_argnums=0).lower(
+                self.state, self.inputs, self.labels)
+        self._compiled: Dict[str, Any] = {}
+        self._loss: jax.Array = jnp.zeros(())
+        self._pending: Any = None
+
+    # ---- the pure functions that jax.jit compiles ----
+
+    def _loss_and_updates(self, params: Any, state: State, inputs: tuple, labels: jax.Array):
+        variables = {"params": params, "batch_stats": state["batch_stats"]}
+        rngs = {"dropout": jax.random.fold_in(self.dropout_key, state["step"])}
+        logits, updates = self.model.apply(variables, *inputs, train=True, rngs=rngs,
+                                           mutable=["batch_stats"])
+        return self.loss_fn(logits, labels), updates
+
+    def _gradients(self, state: State, inputs: tuple, labels: jax.Array):
+        grad_fn = jax.value_and_grad(self._loss_and_updates, has_aux=True)
+        return grad_fn(state["params"], state, inputs, labels)
+
+    def _train_step(self, state: State, inputs: tuple, labels: jax.Array):
+        (loss, updates), grads = self._gradients(state, inputs, labels)
+        steps, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
+        new_state = {"params": optax.apply_updates(state["params"], steps),
+                     "batch_stats": updates.get("batch_stats", state["batch_stats"]),
+                     "opt_state": opt_state, "step": state["step"] + 1}
+        return new_state, loss
+
+    def _forward_backward(self, state: State, inputs: tuple, labels: jax.Array):
+        (loss, _), grads = self._gradients(state, inputs, labels)
+        return loss, grads
+
+    def _forward(self, state: State, inputs: tuple):
+        variables = {"params": state["params"], "batch_stats": state["batch_stats"]}
+        return self.model.apply(variables, *inputs, train=False)
+
+    # ---- compiled on first use, under the policy's matmul precision ----
+
+    def _compiled_step(self, name: str):
+        if name not in self._compiled:
+            if name == "train":
+                lowered = self._train_lowered
+            else:
+                function, args = {"forward_backward": (self._forward_backward, (self.labels,)),
+                                  "forward": (self._forward, ())}[name]
+                with jax.default_matmul_precision(self.matmul_precision):
+                    lowered = jax.jit(function).lower(self.state, self.inputs, *args)
+            self._compiled[name] = lowered.compile()
+        return self._compiled[name]
+
+    def train_step(self) -> None:
+        self.state, self._loss = self._compiled_step("train")(self.state, self.inputs, self.labels)
+        self._pending = self._loss
+
+    def forward_backward(self) -> None:
+        self._loss, grads = self._compiled_step("forward_backward")(
+            self.state, self.inputs, self.labels)
+        self._pending = (self._loss, grads)
+
+    def forward(self) -> jax.Array:
+        self._pending = self._compiled_step("forward")(self.state, self.inputs)
+        return self._pending
+
+    def sync(self) -> None:
+        jax.block_until_ready(self._pending)
+
+    def loss(self) -> float:
+        return float(self._loss)
+
+    def output_shape(self) -> Tuple[int, ...]:
+        return tuple(self.forward().shape)
+
+    def param_fingerprint(self) -> List[float]:
+        leaves = jax.tree_util.tree_leaves(self.state["params"])
+        return [float(np.asarray(leaf, dtype=np.float64).sum()) for leaf in leaves]
+
+    def precision_settings(self) -> Dict[str, object]:
+        """Read from the lowered training step: the precision and operand type of each matmul."""
+        lowered = lowered_precision(self._train_lowered.as_text())
+        precisions, types = lowered["matmul_precisions"], lowered["matmul_operand_types"]
+        # A float32 dot or convolution below HIGHEST may use TF32 on GPUs.
+        tf32 = {p != "HIGHEST" for p in precisions} if types.get("f32") else {False}
+        dtypes = {{"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[t] for t in types}
+        return {"policy": self.config.precision, "tf32_enabled": _one_or_mixed(tf32),
+                "compute_dtype": _one_or_mixed(dtypes or {"float32"}),
+                "jax_default_matmul_precision": self.traced_precision,
+                "param_dtype": _one_or_mixed({str(leaf.dtype) for leaf in
+                                              jax.tree_util.tree_leaves(self.state["params"])}),
+                **lowered}
+
+    def peak_memory_bytes(self) -> Optional[int]:
+        stats = self.device.memory_stats() if self.device.platform == "gpu" else None
+        return stats.get("peak_bytes_in_use") if stats else None
+
+    def flops_per_step(self) -> Optional[float]:
+        """XLA's cost analysis of the compiled training step (forward, backward, update)."""
+        analysis = self._compiled_step("train").cost_analysis()
+        if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
+            analysis = analysis[0] if analysis else None
+        flops = (analysis or {}).get("flops")
+        return float(flops) if flops and flops > 0 else None
+
+
+class Backend(base.Backend):
+    def version(self) -> str:
+        import flax
+
+        return f"{jax.__version__} (flax {flax.__version__}, optax {optax.__version__})"
+
+    def device_available(self, device: str) -> bool:
+        try:
+            return bool(jax_device(device))
+        except (RuntimeError, KeyError):  # no backend for that platform
+            return False
+
+    def set_threads(self, threads: int) -> None:
+        from jax._src import xla_bridge
+
+        if xla_bridge.backends_are_initialized():
+            current = os.environ.get(THREADS_VARIABLE)
+            if current != str(threads):
+                raise RuntimeError(f"XLA's CPU client already runs with {THREADS_VARIABLE}="
+                                   f"{current}; set threads before the first computation")
+            return
+        os.environ[THREADS_VARIABLE] = str(threads)
+
+    def count_params(self, model: ModelSpec) -> int:
+        module = build_module(model.name)
+        variables = jax.eval_shape(module.init, jax.random.key(0), *model_inputs(model))
+        return count_trainable(variables)
+
+    def build(self, config: RunConfig) -> base.Workload:
+        return JaxWorkload(config)
+
+    def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
+        if device != "cuda":
+            return {}
+        gpu = jax_device(device)
+        return {"device_name": gpu.device_kind, "platform_version": gpu.client.platform_version,
+                "driver_version": base.nvidia_driver_version()}

@@ -1,0 +1,350 @@
+"""The ten models written once in Keras 3, for the tensorflow, jax and torch Keras backends.
+
+Only ``keras.layers`` and ``keras.ops`` appear here, so one definition runs on
+every Keras backend.  Layout is channels-last (NHWC).  The architectures are
+those of ``torch_models.py`` and torchvision, layer for layer; what differs by
+construction:
+
+* Padding: PyTorch pads symmetrically; Keras "same" pads asymmetrically for
+  strided layers on even inputs.  ``conv`` and ``max_pool`` therefore use "same"
+  only where it equals PyTorch's padding (stride 1, odd kernel), and explicit
+  ``ZeroPadding2D`` + "valid" elsewhere.  Every padded max-pool here follows a
+  ReLU, so zero padding equals PyTorch's -inf padding.  Pooling floors like
+  PyTorch's default (ceil_mode=False).
+* Flatten order: NHWC flattens (H, W, C), NCHW (C, H, W): a permutation of the
+  first classifier weights, same layer sizes.
+* BatchNorm uses PyTorch's epsilon 1e-5 and momentum 0.1 (Keras momentum 0.9).
+* LSTMs are the native ``keras.layers.LSTM`` (cuDNN-capable on the TensorFlow
+  backend), which carries one bias vector per gate set, PyTorch two: GNMT has
+  160,634,433 trainable parameters here (``ModelSpec.expected_params``).
+
+``build(name)`` returns a functional ``keras.Model`` whose inputs are listed in
+the order of ``ModelSpec.inputs`` (image; src, tgt; user, item).
+"""
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from fwkernels.frameworks.base import RunConfig
+from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS, ModelSpec, get_model
+
+LABEL_SMOOTHING = 0.1
+BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
+BN_MOMENTUM = 0.9  # Keras keeps momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
+
+
+def build(name: str, small: bool = False) -> keras.Model:
+    """The model ``name`` as a functional Keras model, for the spec's inputs (or small_inputs)."""
+    spec = get_model(name)
+    shapes = spec.small_inputs if small else spec.inputs
+    if "image" in shapes:
+        channels, height, width = shapes["image"]
+        image = keras.Input((height, width, channels), name="image")
+        return keras.Model(image, _IMAGE_MODELS[name](image), name=name)
+    return {"gnmt_v2": gnmt_v2, "ncf": ncf}[name]()
+
+
+def count_trainable_params(name: str) -> int:
+    """Trainable parameters of ``build(name)``, built without allocating or initialising weights.
+
+    Variables created in a StatelessScope stay uninitialised shapes; Keras keeps
+    a global list of them, which ``clear_session`` drops (it also resets the
+    global dtype policy: set it again before the next build).
+    """
+    with keras.StatelessScope(initialize_variables=False):
+        count = trainable_params(build(name))
+    keras.backend.clear_session()
+    return count
+
+
+def trainable_params(model: keras.Model) -> int:
+    """Trainable parameters only: BatchNorm moving statistics are non-trainable weights."""
+    return sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+
+
+def synthetic_batch(config: RunConfig) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
+    """Random inputs (NHWC images, token ids or user/item ids) and labels, as numpy arrays."""
+    rng = np.random.default_rng(config.seed)
+    spec, shapes = config.model, config.input_shapes()
+    if spec.name == "ncf":
+        user = rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32)
+        item = rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32)
+        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
+        return (user, item), labels
+    if spec.unit == "tokens":
+        src, tgt, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
+                            for key in ("src", "tgt", "tgt"))
+        return (src, tgt), labels
+    batch, channels, height, width = shapes["image"]
+    image = rng.standard_normal((batch, height, width, channels), dtype=np.float32)
+    labels = rng.integers(0, spec.num_classes, batch, dtype=np.int32)
+    return (image,), labels
+
+
+def loss(spec: ModelSpec, logits, labels):
+    """The model's mean loss, computed in float32 whatever the compute dtype."""
+    logits = ops.cast(logits, "float32")
+    if spec.loss == "binary_cross_entropy":
+        return ops.mean(ops.binary_crossentropy(labels, logits, from_logits=True))
+    cross_entropy = ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    if spec.loss == "label_smoothed_cross_entropy":
+        # PyTorch's label_smoothing: (1 - e) * NLL + e * (mean over classes of -log p).
+        uniform = ops.logsumexp(logits, axis=-1) - ops.mean(logits, axis=-1)
+        cross_entropy = (1 - LABEL_SMOOTHING) * cross_entropy + LABEL_SMOOTHING * uniform
+    return ops.mean(cross_entropy)
+
+
+# ---- building blocks ----
+
+def conv(x, filters: int, kernel: int, stride: int = 1, padding: int = 0, *,
+         use_bias: bool = True, activation: str = "relu"):
+    """Conv2D (+ activation) padded exactly like PyTorch's Conv2d(kernel, stride, padding)."""
+    x, keras_padding = _pad(x, kernel, stride, padding)
+    return layers.Conv2D(filters, kernel, stride, keras_padding, use_bias=use_bias,
+                         activation=activation)(x)
+
+
+def max_pool(x, kernel: int, stride: int, padding: int = 0):
+    x, keras_padding = _pad(x, kernel, stride, padding)
+    return layers.MaxPooling2D(kernel, stride, keras_padding)(x)
+
+
+def _pad(x, kernel: int, stride: int, padding: int):
+    if padding == 0:
+        return x, "valid"
+    if stride == 1 and 2 * padding == kernel - 1:
+        return x, "same"
+    return layers.ZeroPadding2D(padding)(x), "valid"
+
+
+def batch_norm(x):
+    return layers.BatchNormalization(epsilon=BN_EPSILON, momentum=BN_MOMENTUM)(x)
+
+
+def classifier(x, hidden: Sequence[int], classes: int = 1000, dropout: float = 0.0,
+               dropout_first: bool = False):
+    """Flatten, then Linear-ReLU per hidden width, then the class layer (torchvision's dropouts)."""
+    x = layers.Flatten()(x)
+    for width in hidden:
+        if dropout and dropout_first:  # AlexNet: Dropout, Linear, ReLU
+            x = layers.Dropout(dropout)(x)
+        x = layers.Dense(width, activation="relu")(x)
+        if dropout and not dropout_first:  # VGG: Linear, ReLU, Dropout
+            x = layers.Dropout(dropout)(x)
+    return layers.Dense(classes)(x)
+
+
+def adaptive_avg_pool(x, size: int):
+    """torchvision's AdaptiveAvgPool2d; an identity where the map already has that size."""
+    if tuple(x.shape[1:3]) == (size, size):
+        return x
+    return layers.AdaptiveAveragePooling2D(size)(x)
+
+
+# ---- torchvision models ----
+
+def alexnet(x):
+    x = max_pool(conv(x, 64, 11, 4, 2), 3, 2)
+    x = max_pool(conv(x, 192, 5, 1, 2), 3, 2)
+    x = conv(conv(conv(x, 384, 3, 1, 1), 256, 3, 1, 1), 256, 3, 1, 1)
+    x = adaptive_avg_pool(max_pool(x, 3, 2), 6)
+    return classifier(x, [4096, 4096], dropout=0.5, dropout_first=True)
+
+
+VGG19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
+         512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
+
+
+def vgg_features(x, config: Sequence):
+    for v in config:
+        x = max_pool(x, 2, 2) if v == "M" else conv(x, int(v), 3, 1, 1)
+    return x
+
+
+def vgg19(x):
+    x = adaptive_avg_pool(vgg_features(x, VGG19), 7)
+    return classifier(x, [4096, 4096], dropout=0.5)
+
+
+def bottleneck(x, width: int, stride: int):
+    """ResNet v1.5 bottleneck: the stride is on the 3x3 convolution; no conv biases."""
+    shortcut = x
+    if stride != 1 or x.shape[-1] != 4 * width:
+        shortcut = batch_norm(conv(x, 4 * width, 1, stride, use_bias=False, activation=None))
+    y = layers.ReLU()(batch_norm(conv(x, width, 1, use_bias=False, activation=None)))
+    y = layers.ReLU()(batch_norm(conv(y, width, 3, stride, 1, use_bias=False, activation=None)))
+    y = batch_norm(conv(y, 4 * width, 1, use_bias=False, activation=None))
+    return layers.ReLU()(layers.Add()([y, shortcut]))
+
+
+def resnet50(x):
+    x = layers.ReLU()(batch_norm(conv(x, 64, 7, 2, 3, use_bias=False, activation=None)))
+    x = max_pool(x, 3, 2, 1)
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for i in range(blocks):
+            x = bottleneck(x, width, stride if i == 0 else 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    return layers.Dense(1000)(x)
+
+
+def conv_bn_relu6(x, filters: int, kernel: int, stride: int = 1):
+    x = conv(x, filters, kernel, stride, (kernel - 1) // 2, use_bias=False, activation=None)
+    return layers.ReLU(6.0)(batch_norm(x))
+
+
+def inverted_residual(x, channels: int, stride: int, expand: int):
+    y = x
+    if expand != 1:
+        y = conv_bn_relu6(y, x.shape[-1] * expand, 1)
+    y, keras_padding = _pad(y, 3, stride, 1)
+    y = layers.DepthwiseConv2D(3, stride, keras_padding, use_bias=False)(y)
+    y = layers.ReLU(6.0)(batch_norm(y))
+    y = batch_norm(conv(y, channels, 1, use_bias=False, activation=None))
+    return layers.Add()([x, y]) if stride == 1 and x.shape[-1] == channels else y
+
+
+# (expansion t, channels c, repeats n, first stride s), torchvision's MobileNetV2 width 1.0
+MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def mobilenet_v2(x):
+    x = conv_bn_relu6(x, 32, 3, 2)
+    for expand, channels, repeats, stride in MOBILENET_V2:
+        for i in range(repeats):
+            x = inverted_residual(x, channels, stride if i == 0 else 1, expand)
+    x = layers.GlobalAveragePooling2D()(conv_bn_relu6(x, 1280, 1))
+    return layers.Dense(1000)(layers.Dropout(0.2)(x))
+
+
+# ---- convnet-benchmarks (no dropout, as benchmarked there) ----
+
+def alexnet_owt(x):
+    x = max_pool(conv(x, 64, 11, 4, 2), 3, 2)
+    x = max_pool(conv(x, 192, 5, 1, 2), 3, 2)
+    x = conv(conv(conv(x, 384, 3, 1, 1), 256, 3, 1, 1), 256, 3, 1, 1)
+    return classifier(max_pool(x, 3, 2), [4096, 4096])
+
+
+def overfeat(x):
+    x = max_pool(conv(x, 96, 11, 4), 2, 2)
+    x = max_pool(conv(x, 256, 5), 2, 2)
+    x = conv(conv(conv(x, 512, 3, 1, 1), 1024, 3, 1, 1), 1024, 3, 1, 1)
+    return classifier(max_pool(x, 2, 2), [3072, 4096])
+
+
+# The VGG-A and GoogLeNet tables of torch_models.py, repeated: importing it would import torch.
+VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
+
+
+def vgg_a(x):
+    return classifier(vgg_features(x, VGG_A), [4096, 4096])
+
+
+# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
+GOOGLENET_BLOCKS = [
+    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
+    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
+    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
+    (256, (160, 320), (32, 128), 128), "M",
+    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
+]
+
+
+def inception(x, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int):
+    branches = [conv(x, c1, 1),
+                conv(conv(x, c3[0], 1), c3[1], 3, 1, 1),
+                conv(conv(x, c5[0], 1), c5[1], 5, 1, 2),
+                conv(max_pool(x, 3, 1, 1), cp, 1)]
+    return layers.Concatenate()(branches)
+
+
+def googlenet(x):
+    """GoogLeNet v1 of convnet-benchmarks without its final ReLU (see torch_models.GoogLeNetV1)."""
+    x = max_pool(conv(x, 64, 7, 2, 3), 3, 2, 1)
+    x = max_pool(conv(conv(x, 64, 1), 192, 3, 1, 1), 3, 2, 1)
+    for block in GOOGLENET_BLOCKS:
+        x = max_pool(x, 3, 2, 1) if block == "M" else inception(x, *block)
+    x = layers.Flatten()(layers.AveragePooling2D(7, 1)(x))
+    return layers.Dense(1000)(x)
+
+
+_IMAGE_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet50": resnet50,
+                 "mobilenet_v2": mobilenet_v2, "alexnet_owt": alexnet_owt,
+                 "overfeat": overfeat, "vgg_a": vgg_a, "googlenet": googlenet}
+
+
+# ---- NCF (NeuMF) ----
+
+def ncf(users: int = NCF_USERS, items: int = NCF_ITEMS, mf_dim: int = 64,
+        mlp_sizes: Sequence[int] = (256, 256, 128, 64)) -> keras.Model:
+    user = keras.Input((), dtype="int32", name="user")
+    item = keras.Input((), dtype="int32", name="item")
+    mf = layers.Multiply()([layers.Embedding(users, mf_dim)(user),
+                            layers.Embedding(items, mf_dim)(item)])
+    mlp = layers.Concatenate()([layers.Embedding(users, mlp_sizes[0] // 2)(user),
+                                layers.Embedding(items, mlp_sizes[0] // 2)(item)])
+    for width in mlp_sizes[1:]:
+        mlp = layers.Dense(width, activation="relu")(mlp)
+    logits = layers.Dense(1)(layers.Concatenate()([mf, mlp]))
+    return keras.Model([user, item], ops.squeeze(logits, -1), name="ncf")
+
+
+# ---- GNMT v2 ----
+
+class NormalizedBahdanauAttention(layers.Layer):
+    """score(q, k) = v_normalized . tanh(W_q q + W_k k + b), softmax over the keys."""
+
+    def __init__(self, units: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.units = units
+        self.linear_q = layers.Dense(units, use_bias=False)
+        self.linear_k = layers.Dense(units, use_bias=False)
+
+    def build(self, query_shape, keys_shape) -> None:
+        self.linear_q.build(query_shape)
+        self.linear_k.build(keys_shape)
+        self.linear_att = self.add_weight(
+            shape=(self.units,), name="linear_att",
+            initializer=keras.initializers.RandomUniform(-0.1, 0.1))
+        self.normalize_scalar = self.add_weight(
+            shape=(1,), name="normalize_scalar",
+            initializer=keras.initializers.Constant(self.units ** -0.5))
+        self.normalize_bias = self.add_weight(shape=(self.units,), name="normalize_bias",
+                                              initializer="zeros")
+
+    def call(self, query, keys):
+        q = ops.expand_dims(self.linear_q(query), 2)  # (b, tq, 1, n)
+        k = ops.expand_dims(self.linear_k(keys), 1)  # (b, 1, tk, n)
+        v = self.linear_att / ops.norm(self.linear_att) * self.normalize_scalar
+        scores = ops.einsum("bqkn,n->bqk", ops.tanh(q + k + self.normalize_bias), v)
+        return ops.matmul(ops.softmax(scores, axis=-1), keys)  # (b, tq, n)
+
+    def compute_output_shape(self, query_shape, keys_shape):
+        return tuple(query_shape[:-1]) + (keys_shape[-1],)
+
+
+def lstm(units: int = GNMT_HIDDEN) -> layers.LSTM:
+    """The native LSTM with its cuDNN-compatible defaults (tanh, sigmoid, no recurrent dropout)."""
+    return layers.LSTM(units, return_sequences=True)
+
+
+def gnmt_v2(vocab: int = GNMT_VOCAB, hidden: int = GNMT_HIDDEN) -> keras.Model:
+    src = keras.Input((None,), dtype="int32", name="src")
+    tgt = keras.Input((None,), dtype="int32", name="tgt")
+    embedding = layers.Embedding(vocab, hidden)  # shared by source and target
+    x = layers.Bidirectional(lstm(hidden))(embedding(src))
+    x = lstm(hidden)(x)
+    for _ in range(2):  # residual connections from the third encoder layer on
+        x = layers.Add()([lstm(hidden)(x), x])
+    keys = x
+    y = lstm(hidden)(embedding(tgt))
+    context = NormalizedBahdanauAttention(hidden)(y, keys)
+    for i in range(3):
+        out = lstm(hidden)(layers.Concatenate()([y, context]))
+        y = layers.Add()([out, y]) if i >= 1 else out  # decoder layers 3 and 4 are residual
+    return keras.Model([src, tgt], layers.Dense(vocab)(y), name="gnmt_v2")
