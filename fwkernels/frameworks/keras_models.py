@@ -142,7 +142,34 @@ def adaptive_avg_pool(x, size: int):
     """torchvision's AdaptiveAvgPool2d; an identity where the map already has that size."""
     if tuple(x.shape[1:3]) == (size, size):
         return x
-    return layers.AdaptiveAveragePooling2D(size)(x)
+    return AdaptiveAveragePooling(size)(x)
+
+
+class AdaptiveAveragePooling(layers.Layer):
+    """PyTorch's AdaptiveAvgPool2d as one einsum with fixed averaging matrices.
+
+    Output cell i averages input cells floor(i n / s) .. ceil((i + 1) n / s) - 1,
+    also where the map is smaller than the output (the small test inputs);
+    keras.layers.AdaptiveAveragePooling2D fails there on the TensorFlow backend.
+    """
+
+    def __init__(self, size: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.size = size
+
+    def averaging_matrix(self, n: int):
+        matrix = np.zeros((self.size, n), np.float32)
+        for i in range(self.size):
+            start, stop = (i * n) // self.size, -((-(i + 1) * n) // self.size)
+            matrix[i, start:stop] = 1 / (stop - start)
+        return ops.convert_to_tensor(matrix, dtype=self.compute_dtype)
+
+    def call(self, x):
+        rows, cols = (self.averaging_matrix(n) for n in x.shape[1:3])
+        return ops.einsum("bhwc,ih,jw->bijc", x, rows, cols)
+
+    def compute_output_shape(self, shape):
+        return (shape[0], self.size, self.size, shape[3])
 
 
 # ---- torchvision models ----

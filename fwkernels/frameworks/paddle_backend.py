@@ -102,8 +102,8 @@ class PaddleWorkload(base.Workload):
         self.inputs, self.labels = synthetic_batch(config)
         loss_fn = loss_function(config.model)
 
-        def compute_loss(*inputs_and_labels: paddle.Tensor) -> paddle.Tensor:
-            return loss_fn(self.model(*inputs_and_labels[:-1]), inputs_and_labels[-1])
+        def compute_loss(inputs: tuple, labels: paddle.Tensor) -> paddle.Tensor:
+            return loss_fn(self.model(*inputs), labels)  # to_static takes no *args
 
         if config.mode == "static":
             self.compute_loss = paddle.jit.to_static(compute_loss)
@@ -126,7 +126,7 @@ class PaddleWorkload(base.Workload):
     def _loss_and_backward(self) -> None:
         self.optimizer.clear_grad(set_to_zero=False)
         with self.autocast():
-            loss = self.compute_loss(*self.inputs, self.labels)
+            loss = self.compute_loss(self.inputs, self.labels)
         loss.backward()
         self._loss = loss.detach()
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run the asv suite on a GPU machine whose Python already holds the frameworks (no package
+# registry needed): `asv run -E existing`, which records no requirements, so every result's
+# record (records/<machine>/) carries the framework, CUDA, cuDNN and driver versions and the GPU.
+#
+#   scripts/gpu-existing.sh [PYTHON]        # default: python3 on PATH; asv must be importable
+#
+# Profile: FWKERNELS_* variables as in benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda
+# here); ASV_MACHINE names the machine (default: hostname). Results go to results/<machine>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="${1:-$(command -v python3)}"
+export FWKERNELS_DEVICE="${FWKERNELS_DEVICE:-cuda}"
+export FWKERNELS_MACHINE="${ASV_MACHINE:-$(hostname)}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+asv=("$python" -m asv)
+"${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
+"${asv[@]}" run -E "existing:$python" --set-commit-hash "$(git rev-parse HEAD)" \
+    --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr --launch-method spawn \
+    || status=$?
+"${asv[@]}" publish
+"$python" -m fwkernels report --results results --machine "$FWKERNELS_MACHINE"
+exit "${status:-0}"
