@@ -17,6 +17,10 @@ PYTHON = "3.11"
 # session name -> (frameworks it tests, pip requirements)
 FRAMEWORK_ENVIRONMENTS = {
     "torch": (["torch"], ["torch==2.14.1", "torchvision==0.29.1"]),
+    "jax": (["jax"], ["jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8", "optax==0.2.8"]),
+    "tensorflow": (["tensorflow"], ["tensorflow-cpu==2.21.0"]),
+    "mxnet": (["mxnet"], ["mxnet==1.9.1", "numpy==1.23.5"]),  # numpy >= 1.24 breaks mxnet
+    "paddle": (["paddle"], ["paddlepaddle==3.3.1"]),
 }
 
 

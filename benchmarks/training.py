@@ -14,6 +14,8 @@ Profile switches (environment variables, read when asv discovers the suite):
   FWKERNELS_MODES       "default" (each framework's first mode) or "all"
   FWKERNELS_MODELS      comma list (default: all ten)
   FWKERNELS_FRAMEWORKS  comma list (default: all registered)
+  FWKERNELS_SELECT      regular expression on "framework[:mode]/model/precision": other
+                        combinations are skipped (e.g. tuned modes for one model only)
   FWKERNELS_WINDOWS, FWKERNELS_WINDOW_SECONDS   protocol overrides
 """
 from __future__ import annotations

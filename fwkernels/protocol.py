@@ -61,18 +61,20 @@ def run_windows(
     sync: Callable[[], None],
     *,
     windows: int,
-    steps: int,
+    steps: Optional[int],
     warmup: int,
     samples_per_step: int,
+    target_window_s: float = 1.0,
     check: Optional[Callable[[], None]] = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """Time ``warmup`` steps, then ``windows`` windows of ``steps`` steps, each closed by ``sync``.
 
-    ``check`` runs outside the timed windows (after warm-up and after each
-    window), e.g. to raise ``NonFiniteLoss``.
+    ``steps=None`` calibrates the steps per window after the warm-up so that a
+    window lasts about ``target_window_s``.  ``check`` runs outside the timed
+    windows (after warm-up and after each window), e.g. to raise ``NonFiniteLoss``.
     """
-    if windows < 1 or steps < 1 or warmup < 0:
+    if windows < 1 or (steps is not None and steps < 1) or warmup < 0:
         raise ValueError("windows and steps must be >= 1 and warmup >= 0")
     start = clock()
     for _ in range(warmup):
@@ -81,6 +83,8 @@ def run_windows(
     warmup_s = clock() - start
     if check:
         check()
+    if steps is None:
+        steps = calibrate_steps(step, sync, target_window_s, clock)
     window_s = []
     for _ in range(windows):
         start = clock()

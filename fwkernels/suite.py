@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import tempfile
 from typing import Any, Dict, List, Sequence
@@ -54,6 +55,9 @@ def records_path() -> str:
 def measured(cache_dir: str, device: str, target: str, model: str, precision: str) -> Dict[str, Any]:
     """The record of one combination, measured on first use; NotImplementedError skips it."""
     framework, _, mode = target.partition(":")
+    select = os.environ.get("FWKERNELS_SELECT")
+    if select and not re.search(select, f"{target}/{model}/{precision}"):
+        raise NotImplementedError(f"outside this profile (FWKERNELS_SELECT={select!r})")
     reason = unavailable_reason(framework)
     if reason:
         raise NotImplementedError(f"{framework}: {reason}")

@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional
 from fwkernels.frameworks import load_backend
 from fwkernels.frameworks.base import DEVICES, RunConfig, Workload
 from fwkernels.models import get_model
-from fwkernels.protocol import NonFiniteLoss, calibrate_steps, finite_loss_check, run_windows
+from fwkernels.protocol import NonFiniteLoss, finite_loss_check, run_windows
 
 
 def current_rss_bytes() -> int:
@@ -39,10 +39,9 @@ def _peak_memory(workload: Workload, baseline_rss: int) -> Dict[str, Any]:
 
 
 def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
-    steps = request["steps"] or calibrate_steps(step, workload.sync, request["window_seconds"])
-    return run_windows(step, workload.sync, windows=request["windows"], steps=steps,
-                       warmup=request["warmup"], check=check,
-                       samples_per_step=request["samples_per_step"])
+    return run_windows(step, workload.sync, windows=request["windows"], steps=request["steps"],
+                       warmup=request["warmup"], samples_per_step=request["samples_per_step"],
+                       target_window_s=request["window_seconds"], check=check)
 
 
 def run_phase(request: Dict[str, Any]) -> Dict[str, Any]:
@@ -88,6 +87,7 @@ def run_phase(request: Dict[str, Any]) -> Dict[str, Any]:
         out.update(forward_time_s=forward.step_time_s, forward_warmup_s=forward.warmup_s)
         memory = _peak_memory(workload, baseline_rss)
         out["forward_peak_memory_bytes"] = memory["bytes"]
+    out.update(workload.extra_figures(request["phase"]))
     out["status"] = "ok"
     return out
 

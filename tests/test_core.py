@@ -81,3 +81,9 @@ def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path):
     missing = [n for n in FRAMEWORKS if unavailable_reason(n)]
     with pytest.raises(NotImplementedError, match=unavailable_reason(missing[0])):
         suite.measured(str(tmp_path), "cpu", missing[0], "ncf", "fp32")
+
+
+def test_select_skips_combinations_outside_the_profile(tmp_path, monkeypatch):
+    monkeypatch.setenv("FWKERNELS_SELECT", "^torch:compile/resnet50/bf16$")
+    with pytest.raises(NotImplementedError, match="outside this profile"):
+        suite.measured(str(tmp_path), "cuda", "torch", "resnet50", "bf16")

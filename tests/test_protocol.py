@@ -68,6 +68,15 @@ def test_calibration_sizes_windows_to_the_target():
     assert calibrate_steps(dev.step, dev.sync, 0.5, clock=dev.clock) == 17
 
 
+def test_calibration_comes_after_the_warmup():
+    # A first step that compiles for 60 s must not shrink the windows to one step.
+    dev = FakeDevice([60.0, 0.1, 0.1, 0.1] + [0.1] * 100)
+    t = run_windows(dev.step, dev.sync, windows=2, steps=None, warmup=3, samples_per_step=1,
+                    target_window_s=1.0, clock=dev.clock)
+    assert t.warmup_s == pytest.approx(60.2)
+    assert t.steps == 10 and t.window_s == pytest.approx([1.0, 1.0])
+
+
 def test_summary_of_a_single_value_has_no_spread():
     assert summarize([5.0]) == {"mean": 5.0, "std": 0.0, "median": 5.0, "cv": 0.0}
 

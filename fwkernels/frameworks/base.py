@@ -101,6 +101,11 @@ class Workload(ABC):
         """Model FLOPs of one training step (forward + backward), where countable."""
         return None
 
+    def extra_figures(self, phase: str) -> Dict[str, object]:
+        """Framework-specific figures for the record, called after a phase ("train" or "forward")
+        and after its memory figure was taken; keys must not clash with the common ones."""
+        return {}
+
 
 class Backend(ABC):
     def __init__(self, info) -> None:

@@ -7,6 +7,7 @@ and momentum are updated in place.  The synthetic batch stays on the device.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -20,7 +21,7 @@ import optax
 from fwkernels.frameworks import base
 from fwkernels.frameworks.base import RunConfig
 from fwkernels.frameworks.flax_models import build as build_module
-from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
+from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec, get_model
 
 LABEL_SMOOTHING = 0.1
 # jax_default_matmul_precision per policy: it sets the precision of every float32
@@ -121,6 +122,14 @@ def _one_or_mixed(values: set) -> Any:
     return values.pop() if len(values) == 1 else "mixed"
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def initial_variables(key: jax.Array, model: str, precision: str, small: bool) -> Dict[str, Any]:
+    """Flax init on a one-sample batch; jitted once per model and policy in a process."""
+    spec = get_model(model)
+    dummy = tuple(jnp.zeros(s.shape, s.dtype) for s in model_inputs(spec, 1, small))
+    return build_module(model, COMPUTE_DTYPE[precision]).init(key, *dummy)
+
+
 class JaxWorkload(base.Workload):
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -132,22 +141,16 @@ class JaxWorkload(base.Workload):
         key = jax.random.key(config.seed)
         self.dropout_key = jax.random.fold_in(key, 1)
         with jax.default_device(self.device):
-            dummy = tuple(jnp.zeros(s.shape, s.dtype)
-                          for s in model_inputs(config.model, 1, config.small))
-            variables = jax.jit(lambda k: self.model.init(k, *dummy))(key)
+            variables = initial_variables(key, config.model.name, config.precision, config.small)
             params = variables["params"]
             self.state: State = {"params": params, "batch_stats": variables.get("batch_stats", {}),
-                                 "opt_state": jax.jit(self.tx.init)(params),
+                                 "opt_state": self.tx.init(params),
                                  "step": jnp.zeros((), jnp.int32)}
         self.params = count_trainable(variables)
         inputs, labels = synthetic_batch(config)
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
-        # Traced now (the program is what precision_settings reads), compiled on first call.
-        with jax.default_matmul_precision(self.matmul_precision):
-            self.traced_precision = jax.config.jax_default_matmul_precision
-            self._train_lowered = jax.jit(self._train_step, donate_argnums=0).lower(
-                self.state, self.inputs, self.labels)
+        self._lowered: Dict[str, Any] = {}
         self._compiled: Dict[str, Any] = {}
         self._loss: jax.Array = jnp.zeros(())
         self._pending: Any = None
@@ -181,18 +184,23 @@ class JaxWorkload(base.Workload):
         variables = {"params": state["params"], "batch_stats": state["batch_stats"]}
         return self.model.apply(variables, *inputs, train=False)
 
-    # ---- compiled on first use, under the policy's matmul precision ----
+    # ---- traced and compiled on first use, under the policy's matmul precision ----
+
+    def _lowered_step(self, name: str):
+        if name not in self._lowered:
+            function, donate, args = {
+                "train": (self._train_step, 0, (self.labels,)),
+                "forward_backward": (self._forward_backward, (), (self.labels,)),
+                "forward": (self._forward, (), ())}[name]
+            with jax.default_matmul_precision(self.matmul_precision):
+                self.traced_precision = jax.config.jax_default_matmul_precision
+                self._lowered[name] = jax.jit(function, donate_argnums=donate).lower(
+                    self.state, self.inputs, *args)
+        return self._lowered[name]
 
     def _compiled_step(self, name: str):
         if name not in self._compiled:
-            if name == "train":
-                lowered = self._train_lowered
-            else:
-                function, args = {"forward_backward": (self._forward_backward, (self.labels,)),
-                                  "forward": (self._forward, ())}[name]
-                with jax.default_matmul_precision(self.matmul_precision):
-                    lowered = jax.jit(function).lower(self.state, self.inputs, *args)
-            self._compiled[name] = lowered.compile()
+            self._compiled[name] = self._lowered_step(name).compile()
         return self._compiled[name]
 
     def train_step(self) -> None:
@@ -223,7 +231,7 @@ class JaxWorkload(base.Workload):
 
     def precision_settings(self) -> Dict[str, object]:
         """Read from the lowered training step: the precision and operand type of each matmul."""
-        lowered = lowered_precision(self._train_lowered.as_text())
+        lowered = lowered_precision(self._lowered_step("train").as_text())
         precisions, types = lowered["matmul_precisions"], lowered["matmul_operand_types"]
         # A float32 dot or convolution below HIGHEST may use TF32 on GPUs.
         tf32 = {p != "HIGHEST" for p in precisions} if types.get("f32") else {False}

@@ -7,6 +7,7 @@ describes the modes, precisions, threads and memory figures.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import struct
 import tempfile
@@ -55,6 +56,10 @@ from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec  # noqa: E402
 LABEL_SMOOTHING = 0.1
 # He (Kaiming) normal for weights; Gluon sets biases and beta to 0, gamma to 1.
 INITIALIZER = mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2)
+# AMP lets Concat run in either type but does not cast mixed inputs to one ("Non-uniform
+# data type in Concat"): NCF joins a float32 embedding product and a bf16 MLP output, so
+# its Concat runs in float32.  Forcing that everywhere breaks GoogLeNet's conversion.
+CONCAT_IN_FLOAT32 = {"ncf"}
 AVX512_CORE = ("avx512f", "avx512bw", "avx512vl", "avx512dq")  # what oneDNN needs for bfloat16
 
 
@@ -123,20 +128,20 @@ def traced_symbol(block: HybridBlock, inputs: int) -> mx.sym.Symbol:
     return block(*[mx.sym.var(f"input{i}") for i in range(inputs)])
 
 
-def bfloat16_casts(symbol: mx.sym.Symbol) -> int:
-    """How many operators of the graph cast to bfloat16 (AMP inserts them)."""
-    import json
+def bfloat16_outputs(symbol: mx.sym.Symbol) -> int:
+    """How many operator outputs of the graph MXNet's type inference makes bfloat16 (float32 inputs).
 
-    nodes = json.loads(symbol.tojson())["nodes"]
-    return sum(1 for n in nodes if n["op"] in ("amp_cast", "amp_multicast")
-               and n.get("attrs", {}).get("dtype") == "bfloat16")
+    AMP's bf16 conversion shows as operator output types, not as cast nodes.
+    """
+    internals = symbol.get_internals()
+    _, types, _ = internals.infer_type_partial(**{name: np.float32 for name in symbol.list_inputs()
+                                                  if name.startswith("input")})
+    return sum(1 for t in types if "bfloat16" in str(t))
 
 
-def denormals_flushed(ctx: mx.Context) -> bool:
-    """Read back through MXNet's own operator threads: does a denormal product come out as 0?"""
-    if ctx.device_type != "cpu":
-        return False
-    product = mx.nd.full((1 << 20,), 1e-38, ctx=ctx) * 1e-5  # 1e-43 unless flushed
+def denormals_flushed() -> bool:
+    """Read back through MXNet's own CPU operator threads: does a denormal product come out as 0?"""
+    product = mx.nd.full((1 << 20,), 1e-38, ctx=mx.cpu()) * 1e-5  # 1e-43 unless flushed
     return float(product.abs().max().asscalar()) == 0.0
 
 
@@ -164,8 +169,10 @@ def storage_peak_bytes(run: Callable[[], object], ctx: mx.Context) -> int:
                 return float(line.split()[-2]) * 1000, kept  # the profiler's kB are 1000 bytes
         raise RuntimeError(f"the MXNet profiler reported no storage figures for {device}")
 
-    # The counter level before ``run``: the level after allocating a marker of known size.
-    level, marker = session(lambda: mx.nd.zeros((1 << 16,), ctx=ctx, dtype="float32"))
+    gc.collect()  # what is left to free goes now, unseen, rather than inside the measured pass
+    mx.nd.waitall()
+    # A session with one small allocation reports the counter's level before ``run``.
+    level, marker = session(lambda: mx.nd.zeros((16,), ctx=ctx, dtype="float32"))
     peak, _ = session(run)
     del marker
     return int(round(peak - level))
@@ -184,9 +191,10 @@ class MXNetWorkload(base.Workload):
         if config.precision == "bf16":
             net = self._to_bfloat16(net)
         self.model = net
-        self.params = count_trainable(net)
+        self.params = sum(p.data().size for p in trainable_params(net))
         self.loss_fn = loss_function(config.model)
-        self.loss_graph, self.predictor = self._graphs()
+        self.loss_graph = self._prepare(LossGraph(net, self.loss_fn))
+        self.predictor = self._prepare(ForwardGraph(net))
         self.trainer = gluon.Trainer(
             trainable_params(net), "sgd",
             {"learning_rate": config.learning_rate, "momentum": base.MOMENTUM,
@@ -195,21 +203,23 @@ class MXNetWorkload(base.Workload):
         self._loss: Optional[mx.nd.NDArray] = None
 
     def _to_bfloat16(self, net: HybridBlock) -> HybridBlock:
-        """AMP: the traced graph with bfloat16 casts where MXNet's bf16 list allows (CPU, oneDNN)."""
+        """AMP: the traced graph, converted to bfloat16 where MXNet's bf16 lists allow (oneDNN, CPU)."""
         from mxnet.contrib import amp
 
         traced = ForwardGraph(net)
         traced.hybridize()
         traced(*self.inputs)  # AMP converts the cached graph, which the first call builds
-        return amp.convert_hybrid_block(traced, target_dtype="bfloat16", ctx=self.ctx)
+        fp32_ops = None
+        if self.config.model.name in CONCAT_IN_FLOAT32:
+            fp32_ops = amp.list_fp32_ops(amp.amp.bfloat16) + ["Concat", "concat"]
+        return amp.convert_hybrid_block(traced, target_dtype="bfloat16", fp32_ops=fp32_ops,
+                                        ctx=self.ctx)
 
-    def _graphs(self) -> Tuple[HybridBlock, HybridBlock]:
-        """A training graph (model + loss) and a forward graph; hybridized in hybrid mode."""
-        loss_graph, predictor = LossGraph(self.model, self.loss_fn), ForwardGraph(self.model)
+    def _prepare(self, graph: HybridBlock) -> HybridBlock:
+        """Hybrid mode: one static graph with memory planned and allocated once (MXNet's fastest)."""
         if self.hybrid:
-            for graph in (loss_graph, predictor):
-                graph.hybridize(static_alloc=True, static_shape=True)
-        return loss_graph, predictor
+            graph.hybridize(static_alloc=True, static_shape=True)
+        return graph
 
     def _device_used(self) -> Optional[int]:
         if self.ctx.device_type != "gpu":
@@ -247,13 +257,13 @@ class MXNetWorkload(base.Workload):
                 for p in trainable_params(self.model)]
 
     def precision_settings(self) -> Dict[str, object]:
-        casts = bfloat16_casts(traced_symbol(self.model, len(self.inputs)))
+        bf16 = bfloat16_outputs(traced_symbol(self.model, len(self.inputs)))
         return {"policy": self.config.precision,
                 "tf32_enabled": False,  # no TF32 on CPU; on GPU NVIDIA_TF32_OVERRIDE=0 below
-                "compute_dtype": "bfloat16" if casts else "float32",
-                "bfloat16_casts": casts,
+                "compute_dtype": "bfloat16" if bf16 else "float32",
+                "bfloat16_operator_outputs": bf16,
                 "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
-                "flush_denormal": denormals_flushed(self.ctx)}
+                "flush_denormal": denormals_flushed()}
 
     def peak_memory_bytes(self) -> Optional[int]:
         """On GPU: device memory in use above the pre-build level (MXNet's pool keeps its peak)."""
@@ -261,25 +271,17 @@ class MXNetWorkload(base.Workload):
         return None if used is None else used - self.baseline_used
 
     def extra_figures(self, phase: str) -> Dict[str, object]:
-        """MXNet's own internal-memory figure of one fresh pass (the MXNet paper's Figure 7 kind)."""
+        """MXNet's own internal-memory figure of one pass (the MXNet paper's memory figure)."""
         if phase == "train":
-            key, graph, run = "internal_memory_forward_backward_bytes", LossGraph, \
-                lambda g: self._loss_and_backward(g)
-            graph_args: tuple = (self.model, self.loss_fn)
+            key, fresh = "internal_memory_forward_backward_bytes", LossGraph(self.model, self.loss_fn)
+            run: Callable[[], object] = lambda: self._loss_and_backward(fresh)
         else:
-            key, graph, run = "internal_memory_forward_bytes", ForwardGraph, \
-                lambda g: g(*self.inputs)
-            graph_args = (self.model,)
-        fresh = graph(*graph_args)  # a new graph allocates its buffers anew on its first call
-        if self.hybrid:
-            fresh.hybridize(static_alloc=True, static_shape=True)
-        figures: Dict[str, object] = {key: storage_peak_bytes(lambda: run(fresh), self.ctx),
-                                      "internal_memory_source": "MXNet profiler storage peak "
-                                      "of one fresh pass (profile_memory)"}
-        if phase == "train" and self.ctx.device_type == "gpu":
-            figures["peak_memory_source"] = ("GPU memory in use above the pre-build level "
-                                             "(mx.context.gpu_memory_info; MXNet's pool keeps its peak)")
-        return figures
+            key, fresh = "internal_memory_forward_bytes", ForwardGraph(self.model)
+            run = lambda: fresh(*self.inputs)
+        self._prepare(fresh)  # a new graph allocates its buffers anew in its first pass
+        return {key: storage_peak_bytes(run, self.ctx),
+                "internal_memory_source": "MXNet profiler (profile_memory): storage peak of one "
+                                          "fresh pass above the level before it"}
 
 
 class Backend(base.Backend):
@@ -294,12 +296,11 @@ class Backend(base.Backend):
         if threads != fixed:
             raise ValueError(f"MXNet fixed its OpenMP thread count ({fixed}) at import; set "
                              f"OMP_NUM_THREADS={threads} before importing it")
-        mx.base._LIB.MXSetNumOMPThreads(ctypes.c_int(threads))  # this thread's OpenMP setting
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         if config.precision == "tf32":
-            return ("MXNet 1.9.1 has no TF32 switch: its float32 GEMMs use cuBLAS's default "
-                    "(no TF32) and only convolutions may pick TF32, so no run is 'TF32' as a whole")
+            return ("MXNet 1.9.1 has no TF32 switch (cuDNN may pick TF32 for its float32 "
+                    "convolutions, nothing selects it elsewhere); fp32 runs strict float32")
         if config.precision == "bf16":
             if config.device == "cuda":
                 return "MXNet 1.9.1's bfloat16 AMP covers oneDNN CPU operators only, none on CUDA"
@@ -321,9 +322,8 @@ class Backend(base.Backend):
                 "mxnet_cpu_worker_nthreads": os.environ.get("MXNET_CPU_WORKER_NTHREADS")}
         if device == "cuda":
             info["driver_version"] = base.nvidia_driver_version()
-            major, minor = mx.util.get_cuda_compute_capability(mx.gpu(0)) // 10, \
-                mx.util.get_cuda_compute_capability(mx.gpu(0)) % 10
-            info["compute_capability"] = f"{major}.{minor}"
+            capability = mx.util.get_cuda_compute_capability(mx.gpu(0))
+            info["compute_capability"] = f"{capability // 10}.{capability % 10}"
         return info
 
     def is_out_of_memory(self, error: BaseException) -> bool:

@@ -261,7 +261,7 @@ class NormalizedBahdanauAttention(HybridBlock):
     def hybrid_forward(self, F, query, keys, linear_att, normalize_scalar, normalize_bias):
         q = F.expand_dims(self.linear_q(query), axis=2)  # (b, tq, 1, n)
         k = F.expand_dims(self.linear_k(keys), axis=1)  # (b, 1, tk, n)
-        v = F.broadcast_mul(linear_att / F.norm(linear_att), normalize_scalar)
+        v = F.broadcast_mul(F.broadcast_div(linear_att, F.norm(linear_att)), normalize_scalar)
         hidden = F.tanh(F.broadcast_add(F.broadcast_add(q, k), normalize_bias))
         scores = F.dot(hidden, v)  # (b, tq, tk)
         return F.batch_dot(F.softmax(scores, axis=-1), keys)  # (b, tq, n)

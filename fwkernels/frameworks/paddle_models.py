@@ -6,6 +6,11 @@ torchvision does.  Its AlexNet has torchvision's count but not its structure
 dropout), so AlexNet is defined here, as are the models no zoo holds: GNMT v2,
 NCF (NeuMF) and the convnet-benchmarks models.  docs/models.md gives the
 structure and counts.  All image models take NCHW input, Paddle's layout.
+
+The layers defined here start from PyTorch's default initialisation (Paddle's
+defaults differ: He-normal convolutions, Xavier linear layers and embeddings),
+so that they train as the torch_models.py definitions do; the zoo models keep
+Paddle's initialisation.
 """
 from __future__ import annotations
 
@@ -26,8 +31,29 @@ def build(name: str) -> nn.Layer:
             "overfeat": overfeat, "vgg_a": vgg_a, "googlenet": GoogLeNetV1}[name]()
 
 
+def _uniform(fan_in: int) -> paddle.ParamAttr:
+    """PyTorch's default for convolution and linear weights and biases: U(+-1/sqrt(fan_in))."""
+    bound = fan_in ** -0.5
+    return paddle.ParamAttr(initializer=nn.initializer.Uniform(-bound, bound))
+
+
+def conv2d(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:
+    fan_in = cin * kernel * kernel
+    return nn.Conv2D(cin, cout, kernel, stride, padding,
+                     weight_attr=_uniform(fan_in), bias_attr=_uniform(fan_in))
+
+
+def linear(cin: int, cout: int, bias: bool = True) -> nn.Linear:
+    return nn.Linear(cin, cout, weight_attr=_uniform(cin), bias_attr=_uniform(cin) if bias else False)
+
+
+def embedding(count: int, dim: int) -> nn.Embedding:
+    """PyTorch's default embedding initialisation: N(0, 1)."""
+    return nn.Embedding(count, dim, weight_attr=paddle.ParamAttr(initializer=nn.initializer.Normal()))
+
+
 def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> List[nn.Layer]:
-    return [nn.Conv2D(cin, cout, kernel, stride, padding), nn.ReLU()]
+    return [conv2d(cin, cout, kernel, stride, padding), nn.ReLU()]
 
 
 def _classifier(features: int, hidden: Sequence[int], classes: int = 1000,
@@ -36,9 +62,9 @@ def _classifier(features: int, hidden: Sequence[int], classes: int = 1000,
     for width in hidden:
         if dropout:
             layers.append(nn.Dropout(dropout))
-        layers += [nn.Linear(features, width), nn.ReLU()]
+        layers += [linear(features, width), nn.ReLU()]
         features = width
-    return nn.Sequential(*layers, nn.Linear(features, classes))
+    return nn.Sequential(*layers, linear(features, classes))
 
 
 def _alexnet_features() -> List[nn.Layer]:
@@ -130,7 +156,7 @@ class GoogLeNetV1(nn.Sequential):
                 inception = Inception(channels, *block)
                 layers.append(inception)
                 channels = inception.out_channels
-        layers += [nn.AvgPool2D(7, 1), nn.Flatten(), nn.Linear(channels, 1000)]
+        layers += [nn.AvgPool2D(7, 1), nn.Flatten(), linear(channels, 1000)]
         super().__init__(*layers)
 
 
@@ -140,15 +166,15 @@ class NCF(nn.Layer):
     def __init__(self, users: int = NCF_USERS, items: int = NCF_ITEMS, mf_dim: int = 64,
                  mlp_sizes: Sequence[int] = (256, 256, 128, 64)) -> None:
         super().__init__()
-        self.mf_user = nn.Embedding(users, mf_dim)
-        self.mf_item = nn.Embedding(items, mf_dim)
-        self.mlp_user = nn.Embedding(users, mlp_sizes[0] // 2)
-        self.mlp_item = nn.Embedding(items, mlp_sizes[0] // 2)
+        self.mf_user = embedding(users, mf_dim)
+        self.mf_item = embedding(items, mf_dim)
+        self.mlp_user = embedding(users, mlp_sizes[0] // 2)
+        self.mlp_item = embedding(items, mlp_sizes[0] // 2)
         mlp: List[nn.Layer] = []
         for cin, cout in zip(mlp_sizes[:-1], mlp_sizes[1:]):
-            mlp += [nn.Linear(cin, cout), nn.ReLU()]
+            mlp += [linear(cin, cout), nn.ReLU()]
         self.mlp = nn.Sequential(*mlp)
-        self.final = nn.Linear(mf_dim + mlp_sizes[-1], 1)
+        self.final = linear(mf_dim + mlp_sizes[-1], 1)
 
     def forward(self, user: paddle.Tensor, item: paddle.Tensor) -> paddle.Tensor:
         mf = self.mf_user(user) * self.mf_item(item)
@@ -162,8 +188,8 @@ class NormalizedBahdanauAttention(nn.Layer):
     def __init__(self, size: int) -> None:
         super().__init__()
         init = nn.initializer
-        self.linear_q = nn.Linear(size, size, bias_attr=False)
-        self.linear_k = nn.Linear(size, size, bias_attr=False)
+        self.linear_q = linear(size, size, bias=False)
+        self.linear_k = linear(size, size, bias=False)
         self.linear_att = self.create_parameter([size], default_initializer=init.Uniform(-0.1, 0.1))
         self.normalize_scalar = self.create_parameter(
             [1], default_initializer=init.Constant(size ** -0.5))
@@ -182,7 +208,7 @@ class GNMT(nn.Layer):
 
     def __init__(self, vocab: int = GNMT_VOCAB, hidden: int = GNMT_HIDDEN) -> None:
         super().__init__()
-        self.embedding = nn.Embedding(vocab, hidden)  # shared by source and target
+        self.embedding = embedding(vocab, hidden)  # shared by source and target
         self.encoder = nn.LayerList([
             nn.LSTM(hidden, hidden, direction="bidirect"),
             nn.LSTM(2 * hidden, hidden),
@@ -192,7 +218,7 @@ class GNMT(nn.Layer):
         self.decoder_first = nn.LSTM(hidden, hidden)
         self.attention = NormalizedBahdanauAttention(hidden)
         self.decoder = nn.LayerList([nn.LSTM(2 * hidden, hidden) for _ in range(3)])
-        self.classifier = nn.Linear(hidden, vocab)
+        self.classifier = linear(hidden, vocab)
 
     def forward(self, src: paddle.Tensor, tgt: paddle.Tensor) -> paddle.Tensor:
         x = self.embedding(src)

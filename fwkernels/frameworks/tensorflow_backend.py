@@ -127,6 +127,20 @@ class TensorFlowWorkload(base.Workload):
             return tf.config.experimental.get_memory_info("GPU:0")["peak"]
         return None
 
+    def flops_per_step(self) -> Optional[float]:
+        """Forward + backward FLOPs by TensorFlow's static graph profiler; None for LSTM graphs.
+
+        The profiler counts each op of the traced graph once (convolutions, matmuls
+        and their gradients at 2 FLOPs per multiply-add, plus elementwise ops), so a
+        loop body (the LSTMs' while loops) would count once instead of once per step.
+        """
+        graph = self._forward_backward.get_concrete_function().graph
+        if any("While" in op.type for op in graph.get_operations()):
+            return None
+        builder = tf.compat.v1.profiler.ProfileOptionBuilder
+        options = builder(builder.float_operation()).with_empty_output().build()
+        return float(tf.compat.v1.profiler.profile(graph, options=options).total_float_ops)
+
 
 class Backend(base.Backend):
     def version(self) -> str:

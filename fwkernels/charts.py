@@ -1,0 +1,139 @@
+"""The report's charts: matplotlib figures rendered to inline SVG (no network to view them)."""
+from __future__ import annotations
+
+import io
+from typing import Dict, List, Optional, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from fwkernels.frameworks import FRAMEWORKS  # noqa: E402
+from fwkernels.models import MODELS  # noqa: E402
+from fwkernels.report import Report, Row  # noqa: E402
+from fwkernels.results import commits_by_date  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
+                     "axes.spines.right": False})
+PALETTE = plt.get_cmap("tab10").colors
+
+
+def color(framework: str) -> Tuple[float, ...]:
+    names = list(FRAMEWORKS)
+    return PALETTE[names.index(framework) % len(PALETTE)] if framework in names else (0.5,) * 3
+
+
+def to_svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG goes inline
+
+
+def _grid(count: int, width: float = 3.4, height: float = 2.2):
+    columns = min(count, 3)
+    rows = (count + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows + 0.3),
+                                squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return figure, list(axes.flat)
+
+
+def bars(report: Report, benchmark: str, precision: str, models: List[str], title: str,
+         scale: float = 1.0, unit: Optional[str] = None) -> Optional[str]:
+    """One panel per model: a horizontal bar per framework row, error bars = std over windows."""
+    panels = []
+    for m in models:
+        entries = []
+        for row in report.rows:
+            o = report.outcome(row, benchmark, m, precision)
+            if o.value:
+                std = (o.value.std or 0.0) * scale
+                entries.append((row, o.value.mean * scale, std))
+        if entries:
+            panels.append((m, entries))
+    if not panels:
+        return None
+    figure, axes = _grid(len(panels))
+    for ax, (m, entries) in zip(axes, panels):
+        labels = [row.label for row, _, _ in entries]
+        ax.barh(range(len(entries)), [v for _, v, _ in entries],
+                xerr=[s for _, _, s in entries], color=[color(row.framework) for row, _, _ in entries],
+                capsize=3, error_kw={"elinewidth": 1})
+        ax.set_yticks(range(len(entries)), labels)
+        ax.invert_yaxis()
+        ax.set_title(MODELS[m].title)
+        ax.set_xlabel(unit or f"{MODELS[m].unit}/s")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return to_svg(figure)
+
+
+def memory_bars(report: Report, forward: str, train: str, precision: str,
+                models: List[str]) -> Optional[str]:
+    """Forward-only and training peak memory side by side, per model and framework."""
+    panels = []
+    for m in models:
+        entries = []
+        for row in report.rows:
+            f, t = (report.outcome(row, b, m, precision) for b in (forward, train))
+            if f.value and t.value:
+                entries.append((row, f.value.mean / 2 ** 20, t.value.mean / 2 ** 20))
+        if entries:
+            panels.append((m, entries))
+    if not panels:
+        return None
+    figure, axes = _grid(len(panels))
+    for ax, (m, entries) in zip(axes, panels):
+        positions = range(len(entries))
+        ax.barh([p - 0.2 for p in positions], [f for _, f, _ in entries], height=0.4,
+                color="#9ecae1", label="forward-only")
+        ax.barh([p + 0.2 for p in positions], [t for _, _, t in entries], height=0.4,
+                color="#3182bd", label="training step")
+        ax.set_yticks(list(positions), [row.label for row, _, _ in entries])
+        ax.invert_yaxis()
+        ax.set_title(MODELS[m].title)
+        ax.set_xlabel("MiB")
+    axes[0].legend(loc="lower right", fontsize=7)
+    figure.suptitle(f"Peak memory, {precision}: forward-only and training")
+    figure.tight_layout()
+    return to_svg(figure)
+
+
+def history(report: Report, benchmark: str, precision: str, models: List[str]) -> Optional[str]:
+    """Per model, one line per framework version (environment) over the machine's commits."""
+    commits = commits_by_date(report.history)
+    panels = []
+    for m in models:
+        series: Dict[Tuple[str, str], List[Tuple[int, float, float]]] = {}
+        for run in report.history:
+            for target in run.targets():
+                value = run.values.get((benchmark, target, m, precision))
+                if value is None:
+                    continue
+                version = run.framework_versions().get(target.split(":")[0], run.env)
+                series.setdefault((target, version), []).append(
+                    (commits.index(run.commit), value.mean, value.std or 0.0))
+        if series:
+            panels.append((m, series))
+    if not panels:
+        return None
+    figure, axes = _grid(len(panels))
+    for ax, (m, series) in zip(axes, panels):
+        for (target, version), points in sorted(series.items()):
+            points.sort()
+            framework = target.split(":")[0]
+            label = Row(framework, target, version, None).label
+            ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points],
+                        marker="o", capsize=3, label=label, color=color(framework),
+                        linestyle="-" if target == framework else "--")
+        ax.set_xticks(range(len(commits)), [c[:8] for c in commits], rotation=30, fontsize=7)
+        ax.set_title(MODELS[m].title)
+        ax.set_ylabel(f"{MODELS[m].unit}/s")
+        ax.legend(fontsize=6)
+    figure.suptitle(f"History per framework version, {precision} (x: commits, oldest first)")
+    figure.tight_layout()
+    return to_svg(figure)

@@ -1,0 +1,249 @@
+"""``fwkernels compare A B``: two environments, machines or commits, benchmark by benchmark.
+
+    fwkernels compare torch2.13.0 torch2.14.1          # two environments (env name substrings)
+    fwkernels compare cpu-ci h200 --factor 1.2         # two machines, their latest commits
+    fwkernels compare 62d2aa7d 1a2b3c4d --machine h200 # two commits
+    fwkernels compare env=jax,machine=h200 env=torch2.14,machine=h200
+
+A selector is a machine name, a commit hash prefix, an environment-name
+substring, or ``key=value`` pairs (machine, commit, env) joined by commas.
+The ratio is B / A; "better" and "worse" follow each unit (throughput up is
+better, time and memory down).  A difference is flagged only where it exceeds
+the measured spread (|mean B - mean A| > std A + std B over the timing
+windows); figures without samples have no spread, and only the factor judges
+them.  Exit status 1 when any figure of B is worse than A's by more than
+``--factor`` (and beyond the spread): for CI.  asv's own compare treats every
+unit as lower-is-better and cannot compare environments (asv #370, #1617).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from fwkernels.results import (BENCHMARK_PREFIX, ResultsError, Run, Value, benchmark_units,
+                               commits_by_date, higher_is_better, load_runs, machines)
+from fwkernels.tables import Cell, Table, render_markdown, render_text
+
+EXIT_REGRESSION = 1
+EXIT_INVALID = 2
+SELECTOR_KEYS = ("machine", "commit", "env")
+
+
+@dataclass
+class Side:
+    text: str
+    runs: List[Run]
+    by_env: bool  # chosen by environment: pair with the other side across environments
+
+    def describe(self) -> str:
+        machines_ = sorted({r.machine for r in self.runs})
+        commits = sorted({r.short_commit for r in self.runs})
+        envs = sorted({r.env for r in self.runs})
+        return f"{self.text!r}: machine {', '.join(machines_)}, commit {', '.join(commits)}, " \
+               f"environment{'s' if len(envs) > 1 else ''} {', '.join(envs)}"
+
+
+def parse_selector(text: str, runs: List[Run]) -> Dict[str, str]:
+    """A selector's explicit or guessed keys: machine, commit, env."""
+    if "=" in text:
+        keys = {}
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            if key not in SELECTOR_KEYS or not value:
+                raise ResultsError(f"bad selector part {part!r}: use key=value with key one of "
+                                   f"{', '.join(SELECTOR_KEYS)}")
+            keys[key] = value
+        return keys
+    if text in machines(runs):
+        return {"machine": text}
+    if re.fullmatch(r"[0-9a-f]{4,40}", text) and any(r.commit.startswith(text) for r in runs):
+        return {"commit": text}
+    if any(text in r.env for r in runs):
+        return {"env": text}
+    raise ResultsError(
+        f"{text!r} names no machine, commit or environment of the results; machines: "
+        f"{', '.join(machines(runs))}; commits: {', '.join(c[:8] for c in commits_by_date(runs))}; "
+        f"environments: {', '.join(sorted({r.env for r in runs}))}")
+
+
+def resolve(text: str, runs: List[Run], machine: Optional[str], commit: Optional[str]) -> Side:
+    keys = parse_selector(text, runs)
+    keys.setdefault("machine", machine or "")
+    keys.setdefault("commit", commit or "")
+    chosen = [r for r in runs if (not keys["machine"] or r.machine == keys["machine"])
+              and r.commit.startswith(keys["commit"]) and keys.get("env", "") in r.env]
+    if not chosen:
+        raise ResultsError(f"selector {text!r} (with {keys}) matches no results")
+    if len({r.machine for r in chosen}) > 1:
+        raise ResultsError(f"selector {text!r} spans machines {', '.join(machines(chosen))}: "
+                           f"name one with --machine or machine=...")
+    if not keys["commit"]:  # the machine's latest commit
+        latest = commits_by_date(chosen)[-1]
+        chosen = [r for r in chosen if r.commit == latest]
+    if len({r.commit for r in chosen}) > 1:
+        raise ResultsError(f"commit prefix of {text!r} is ambiguous: "
+                           f"{', '.join(sorted({r.short_commit for r in chosen}))}")
+    by_env = "env" in keys
+    if by_env and len({r.env for r in chosen}) > 1:
+        raise ResultsError(f"{text!r} matches several environments: "
+                           f"{', '.join(sorted({r.env for r in chosen}))}; be more specific")
+    return Side(text, chosen, by_env)
+
+
+PairKey = Tuple[str, ...]
+
+
+def side_values(side: Side, with_env: bool, with_target: bool) -> Dict[PairKey, Value]:
+    out: Dict[PairKey, Value] = {}
+    for run in side.runs:
+        for (benchmark, target, model, precision), value in run.values.items():
+            key: PairKey = (benchmark, target if with_target else target.partition(":")[2],
+                            model, precision) + ((run.env,) if with_env else ())
+            out[key] = value
+    return out
+
+
+def pair(a: Side, b: Side) -> Tuple[Dict[PairKey, Value], Dict[PairKey, Value]]:
+    """Values of both sides keyed alike: across environments when a side was chosen by one."""
+    with_env = not (a.by_env or b.by_env)
+    va, vb = side_values(a, with_env, True), side_values(b, with_env, True)
+    if not set(va) & set(vb) and a.by_env and b.by_env:  # two frameworks: pair by model
+        va, vb = side_values(a, False, False), side_values(b, False, False)
+    return va, vb
+
+
+@dataclass
+class Comparison:
+    key: PairKey
+    unit: str
+    a: Optional[Value]
+    b: Optional[Value]
+
+    @property
+    def ratio(self) -> Optional[float]:
+        return self.b.mean / self.a.mean if self.a and self.b and self.a.mean else None
+
+    @property
+    def worse_factor(self) -> Optional[float]:
+        """How many times worse B is than A (< 1: better), in the unit's direction."""
+        if self.ratio is None or self.ratio == 0:
+            return None
+        return 1 / self.ratio if higher_is_better(self.unit) else self.ratio
+
+    @property
+    def spread_known(self) -> bool:
+        return bool(self.a and self.b and self.a.std is not None and self.b.std is not None)
+
+    @property
+    def beyond_spread(self) -> bool:
+        if not self.spread_known:
+            return False
+        return abs(self.b.mean - self.a.mean) > self.a.std + self.b.std  # type: ignore[union-attr]
+
+    def verdict(self, factor: float) -> str:
+        worse = self.worse_factor
+        if worse is None:
+            return "only in A" if self.a else "only in B"
+        judged = self.beyond_spread or not self.spread_known
+        if worse > factor and judged:
+            return "REGRESSION"
+        if worse < 1 / factor and judged:
+            return "improved"
+        if self.spread_known and self.beyond_spread:
+            return "better" if worse < 1 else "worse"
+        return "within spread" if self.spread_known else "no spread measured"
+
+
+def compare(a: Side, b: Side, units: Dict[str, str]) -> List[Comparison]:
+    va, vb = pair(a, b)
+    keys = sorted(set(va) | set(vb))
+    return [Comparison(k, units.get(k[0]) or _guess_unit(k[0]), va.get(k), vb.get(k)) for k in keys]
+
+
+def _guess_unit(benchmark: str) -> str:
+    if benchmark.endswith("samples_per_s"):
+        return "samples/s"
+    return "bytes" if "memory" in benchmark else "seconds"
+
+
+def _format(value: Optional[Value], unit: str) -> str:
+    if value is None:
+        return "–"
+    scale, suffix = {"seconds": (1e3, " ms"), "bytes": (2 ** -20, " MiB")}.get(unit, (1, ""))
+    text = f"{value.mean * scale:,.4g}"
+    if value.std is not None:
+        text += f" ± {value.std * scale:,.2g}"
+    return text + suffix
+
+
+def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float) -> Table:
+    table = Table(title=f"compare A = {a.text} with B = {b.text}",
+                  headers=["benchmark", "framework", "model", "precision", "A", "B", "B/A",
+                           "verdict"],
+                  caption=f"A: {a.describe()}\nB: {b.describe()}")
+    for c in results:
+        benchmark, target, model, precision = c.key[:4]
+        name = benchmark.replace(BENCHMARK_PREFIX, "")
+        if len(c.key) > 4:
+            name += f" [{c.key[4]}]"
+        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "–"
+        verdict = c.verdict(factor)
+        table.rows.append([Cell(name), Cell(target or "(framework)"), Cell(model), Cell(precision),
+                           Cell(_format(c.a, c.unit)), Cell(_format(c.b, c.unit)), Cell(ratio),
+                           Cell(verdict, best=verdict == "REGRESSION")])
+    counts: Dict[str, int] = {}
+    for c in results:
+        counts[c.verdict(factor)] = counts.get(c.verdict(factor), 0) + 1
+    table.summary = [
+        "Direction per unit: samples/s higher is better; seconds and bytes lower is better.",
+        f"Flags: beyond the measured spread (|mean B - mean A| > std A + std B) and beyond "
+        f"--factor {factor:g}; figures without samples are judged by the factor alone.",
+        "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
+    return table
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    try:
+        if args.factor < 1:
+            raise ResultsError(f"--factor must be >= 1, got {args.factor}")
+        runs = load_runs(args.results, args.records)
+        a = resolve(args.a, runs, args.machine, args.commit)
+        b = resolve(args.b, runs, args.machine, args.commit)
+        units = benchmark_units(args.results)
+        results = [c for c in compare(a, b, units)
+                   if not args.benchmark or re.search(args.benchmark, c.key[0])]
+        if not any(c.a and c.b for c in results):
+            raise ResultsError(f"A and B have no benchmark in common:\n  A {a.describe()}\n"
+                               f"  B {b.describe()}")
+    except (ResultsError, re.error) as error:
+        print(f"fwkernels compare: error: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    table = comparison_table(a, b, results, args.factor)
+    print(render_markdown(table) if args.format == "markdown" else render_text(table))
+    regressions = [c for c in results if c.verdict(args.factor) == "REGRESSION"]
+    if regressions:
+        print(f"{len(regressions)} regression(s) beyond factor {args.factor:g}: exit status "
+              f"{EXIT_REGRESSION}")
+        return EXIT_REGRESSION
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compare", help="two environments, machines or commits side by side",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("a", metavar="A", help="baseline selector")
+    p.add_argument("b", metavar="B", help="selector compared with A")
+    p.add_argument("--factor", type=float, default=1.1,
+                   help="exit 1 when B is worse than A by more than this factor (default 1.1)")
+    p.add_argument("--results", default="results", help="asv results directory")
+    p.add_argument("--records", help="records directory (default: records beside --results)")
+    p.add_argument("--machine", help="machine, when a selector does not name one")
+    p.add_argument("--commit", help="commit prefix, when a selector does not name one "
+                                    "(default: each side's latest)")
+    p.add_argument("--benchmark", help="regular expression on benchmark names "
+                                       "(e.g. samples_per_s)")
+    p.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    p.set_defaults(func=cmd_compare)

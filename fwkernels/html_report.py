@@ -1,0 +1,87 @@
+"""The report as self-contained HTML pages (inline CSS and SVG charts), inside asv's site.
+
+    <html_dir>/fwkernels/index.html       the machines, each with its latest commit
+    <html_dir>/fwkernels/<machine>.html   one machine's report
+
+When <html_dir> holds asv's published site, its index.html is made to work
+offline (fwkernels.site) and gets a link to these pages; the report's cells
+link back to asv's graph of each figure.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from typing import List
+
+import jinja2
+
+from fwkernels import charts, site
+from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
+from fwkernels.report import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN, Report,
+                              header_lines)
+from fwkernels.results import THROUGHPUT
+
+REPORT_FOLDER = "fwkernels"
+TEMPLATES = os.path.join(os.path.dirname(site.__file__), "templates")
+
+
+def page_name(machine: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", machine) + ".html"
+
+
+def section_charts(report: Report, title: str) -> List[str]:
+    """The charts shown under one section of the report."""
+    out = []
+    if title.startswith("Training throughput"):
+        precision = title.split("(")[-1].rstrip(")")
+        out.append(charts.bars(report, THROUGHPUT, precision, list(PYTORCH_TABLE1),
+                               f"Training throughput, {precision} (mean ± std over windows)"))
+        others = [m for m in MODELS if m not in PYTORCH_TABLE1]
+        out.append(charts.bars(report, THROUGHPUT, precision, others,
+                               f"convnet-benchmarks models, training throughput, {precision}"))
+        out.append(charts.history(report, THROUGHPUT, precision, list(MODELS)))
+    elif title.startswith("MXNet paper"):
+        for precision in report.precisions:
+            out.append(charts.bars(report, FORWARD_BACKWARD, precision, list(CONVNET_BENCHMARKS),
+                                   f"Forward-backward time per batch, {precision}", 1e3, "ms"))
+            out.append(charts.memory_bars(report, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
+                                          precision, list(CONVNET_BENCHMARKS)))
+    return [svg for svg in out if svg]
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                              autoescape=jinja2.select_autoescape(["html"]))
+
+
+def render_page(report: Report, machines: List[str], asv_site: bool) -> str:
+    sections = [{"title": title, "tables": [t for t in tables if not t.is_empty()],
+                 "charts": section_charts(report, title)} for title, tables in report.sections]
+    return _environment().get_template("report.html").render(
+        report=report, header=header_lines(report), sections=sections, machines=machines,
+        page_name=page_name, asv_site=asv_site,
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def write_site(reports: List[Report], html_dir: str) -> List[str]:
+    """Write the report pages; make asv's site (if published there) offline and linked."""
+    folder = os.path.join(html_dir, REPORT_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    asv_site = site.is_asv_site(html_dir)
+    if asv_site:
+        site.make_offline(html_dir, report_link=f"{REPORT_FOLDER}/index.html")
+    machines = sorted(r.machine for r in reports)
+    pages = []
+    for report in reports:
+        report.asv_links = asv_site
+        path = os.path.join(folder, page_name(report.machine))
+        with open(path, "w") as f:
+            f.write(render_page(report, machines, asv_site))
+        pages.append(path)
+    index = os.path.join(folder, "index.html")
+    with open(index, "w") as f:
+        f.write(_environment().get_template("index.html").render(
+            reports=sorted(reports, key=lambda r: r.machine), page_name=page_name,
+            asv_site=asv_site))
+    return [index] + pages

@@ -1,0 +1,202 @@
+"""Read what the main job leaves behind: asv result files and fwkernels' measurement records.
+
+    results/<machine>/<commit8>-<env>.json   asv: one value (and per-window samples) per benchmark
+    records/<machine>/<commit8>-<env>.jsonl  fwkernels.suite: every measurement's full record,
+                                             failures and N/A reasons included
+
+A ``Run`` is one such pair: one machine, one commit, one environment.  asv writes bare
+NaN / Infinity into its JSON; ``load_json`` accepts them.
+"""
+from __future__ import annotations
+
+import glob
+import itertools
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+BENCHMARK_PREFIX = "training.Training."
+THROUGHPUT = BENCHMARK_PREFIX + "track_samples_per_s"
+
+# asv's unit of each benchmark, and whether a larger value is better.
+HIGHER_IS_BETTER_UNITS = ("samples/s",)
+
+
+class ResultsError(ValueError):
+    """Missing or unusable results: the message says what was looked for and what exists."""
+
+
+def load_json(path: str) -> Any:
+    """json.load that accepts asv's bare NaN / Infinity / -Infinity."""
+    with open(path) as f:
+        return json.loads(f.read(), parse_constant=lambda name: float(name.replace("Infinity", "inf")))
+
+
+def unquote(text: str) -> str:
+    """asv stores string parameters as their repr ("'torch'")."""
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
+
+
+@dataclass(frozen=True)
+class Value:
+    """One benchmark result: the mean, its per-window spread where asv recorded samples."""
+    mean: float
+    std: Optional[float]  # None: no samples, so no measured spread
+    samples: Tuple[float, ...] = ()
+
+    @classmethod
+    def from_asv(cls, result: Any, samples: Optional[List[float]]) -> Optional["Value"]:
+        if result is None or (isinstance(result, float) and not math.isfinite(result)):
+            return None
+        if samples:
+            mean = sum(samples) / len(samples)
+            std = (sum((x - mean) ** 2 for x in samples) / (len(samples) - 1)) ** 0.5 \
+                if len(samples) > 1 else 0.0
+            return cls(mean, std, tuple(samples))
+        return cls(float(result), None)
+
+
+# (benchmark, framework target, model, precision): a target is "torch" or "torch:compile".
+Key = Tuple[str, str, str, str]
+
+
+@dataclass
+class Run:
+    """One asv result file and the records of the same machine, commit and environment."""
+    machine: str
+    commit: str  # full hash
+    env: str
+    date: int  # asv's commit date, milliseconds since the epoch
+    requirements: Dict[str, str]
+    values: Dict[Key, Value] = field(default_factory=dict)
+    attempted: Dict[Key, bool] = field(default_factory=dict)  # asv listed it (value or not)
+    records: List[Dict[str, Any]] = field(default_factory=list)
+    path: str = ""
+
+    @property
+    def short_commit(self) -> str:
+        return self.commit[:8]
+
+    def record(self, target: str, model: str, precision: str) -> Optional[Dict[str, Any]]:
+        """The last record of one combination in this run, or None."""
+        wanted = (*split_target(target), model, precision)
+        matches = [r for r in self.records
+                   if (r.get("framework"), r.get("mode"), r.get("model"), r.get("precision")) == wanted]
+        return matches[-1] if matches else None
+
+    def targets(self) -> List[str]:
+        return sorted({key[1] for key in self.attempted})
+
+    def framework_versions(self) -> Dict[str, str]:
+        """Framework name -> version, from the records (what the framework itself reported)."""
+        return {r["framework"]: r["framework_version"] for r in self.records
+                if r.get("framework_version")}
+
+
+def split_target(target: str) -> Tuple[str, str]:
+    """asv's framework parameter -> (framework, mode): "torch" is torch in its default mode."""
+    from fwkernels.frameworks import FRAMEWORKS
+
+    framework, _, mode = target.partition(":")
+    info = FRAMEWORKS.get(framework)
+    return framework, mode or (info.default_mode if info else "")
+
+
+def read_result_file(path: str) -> Run:
+    data = load_json(path)
+    params = data.get("params", {})
+    run = Run(machine=params.get("machine") or os.path.basename(os.path.dirname(path)),
+              commit=data.get("commit_hash", ""), env=data.get("env_name", ""),
+              date=int(data.get("date") or 0), requirements=dict(data.get("requirements") or {}),
+              path=path)
+    columns = data.get("result_columns", [])
+    for benchmark, entry in (data.get("results") or {}).items():
+        if not benchmark.startswith(BENCHMARK_PREFIX):
+            continue
+        fields = dict(zip(columns, entry))
+        combos = list(itertools.product(*fields.get("params") or [[]]))
+        results = fields.get("result") or [None] * len(combos)
+        samples = fields.get("samples") or [None] * len(combos)
+        for combo, result, window in zip(combos, results, samples):
+            if len(combo) != 3:
+                continue
+            key: Key = (benchmark, *(unquote(p) for p in combo))  # type: ignore[assignment]
+            run.attempted[key] = True
+            value = Value.from_asv(result, window)
+            if value is not None:
+                run.values[key] = value
+    return run
+
+
+def read_records(path: str) -> List[Dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    records = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                records.append(json.loads(line, parse_constant=lambda c: float(c.replace("Infinity", "inf"))))
+    return records
+
+
+def load_runs(results_dir: str, records_dir: Optional[str] = None) -> List[Run]:
+    """Every run under results_dir, records attached (records_dir: default beside results_dir)."""
+    if not os.path.isdir(results_dir):
+        raise ResultsError(f"no results directory {results_dir!r}: run the main job "
+                           f"(scripts/bench) or pass --results")
+    records_dir = records_dir or os.path.join(os.path.dirname(os.path.abspath(results_dir)), "records")
+    runs = []
+    for path in sorted(glob.glob(os.path.join(results_dir, "*", "*.json"))):
+        if os.path.basename(path) == "machine.json":
+            continue
+        run = read_result_file(path)
+        name = os.path.splitext(os.path.basename(path))[0]
+        run.records = read_records(os.path.join(records_dir, run.machine, name + ".jsonl"))
+        runs.append(run)
+    return runs
+
+
+def benchmark_units(results_dir: str) -> Dict[str, str]:
+    """Benchmark name -> asv unit, from asv's results/benchmarks.json."""
+    path = os.path.join(results_dir, "benchmarks.json")
+    if not os.path.exists(path):
+        return {}
+    return {name: info.get("unit", "") for name, info in load_json(path).items()
+            if isinstance(info, dict) and name.startswith(BENCHMARK_PREFIX)}
+
+
+def higher_is_better(unit: str) -> bool:
+    return unit in HIGHER_IS_BETTER_UNITS
+
+
+def machines(runs: List[Run]) -> List[str]:
+    return sorted({r.machine for r in runs})
+
+
+def commits_by_date(runs: List[Run]) -> List[str]:
+    """Commits oldest first (asv's commit date, then the order results were written)."""
+    order: Dict[str, int] = {}
+    for run in runs:
+        order[run.commit] = max(order.get(run.commit, 0), run.date)
+    return sorted(order, key=lambda c: order[c])
+
+
+def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str] = None) -> List[Run]:
+    """The runs of one machine at one commit (prefix; default: that machine's latest)."""
+    if machine is not None:
+        chosen = [r for r in runs if r.machine == machine]
+        if not chosen:
+            raise ResultsError(f"no results for machine {machine!r}; machines with results: "
+                               f"{', '.join(machines(runs)) or 'none'}")
+        runs = chosen
+    if commit:
+        chosen = [r for r in runs if r.commit.startswith(commit)]
+        if not chosen:
+            raise ResultsError(f"no results for commit {commit!r}; commits with results: "
+                               f"{', '.join(c[:8] for c in commits_by_date(runs))}")
+        return chosen
+    latest = commits_by_date(runs)[-1] if runs else None
+    return [r for r in runs if r.commit == latest]
