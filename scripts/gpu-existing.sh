@@ -7,12 +7,14 @@
 #
 # Profile: FWKERNELS_* variables as in benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda
 # here); ASV_MACHINE names the machine (default: hostname). Results go to results/<machine>/.
+# asv runs the benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no
+# dependencies, no download) into that Python first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="${1:-$(command -v python3)}"
 export FWKERNELS_DEVICE="${FWKERNELS_DEVICE:-cuda}"
 export FWKERNELS_MACHINE="${ASV_MACHINE:-$(hostname)}"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$python" -m pip install -q --no-deps --no-build-isolation --no-index -e .
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
 "${asv[@]}" run -E "existing:$python" --set-commit-hash "$(git rev-parse HEAD)" \

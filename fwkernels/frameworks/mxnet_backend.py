@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import re
 import struct
 import tempfile
 from typing import Callable, Dict, List, Optional, Tuple
@@ -54,8 +55,24 @@ from fwkernels.frameworks.mxnet_models import count_trainable, trainable_params 
 from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec  # noqa: E402
 
 LABEL_SMOOTHING = 0.1
-# He (Kaiming) normal for weights; Gluon sets biases and beta to 0, gamma to 1.
-INITIALIZER = mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2)
+
+
+@mx.init.register
+class ReferenceInit(mx.init.Initializer):
+    """torchvision's weights: He normal (fan out) for convolutions, N(0, 0.01) for dense layers;
+    MLPerf GNMT's U(-0.1, 0.1) for the rest (embeddings, LSTMs).  Gluon's name rules zero the
+    biases and beta and set gamma to 1."""
+
+    _by_layer = [(re.compile(r".*conv\d+_weight$"),
+                  mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)),
+                 (re.compile(r".*dense\d+_weight$"), mx.init.Normal(0.01)),
+                 (re.compile(".*"), mx.init.Uniform(0.1))]
+
+    def _init_weight(self, name, arr) -> None:
+        init = next(init for pattern, init in self._by_layer if pattern.match(str(name)))
+        init._init_weight(name, arr)
+
+
 # AMP lets Concat run in either type but does not cast mixed inputs to one ("Non-uniform
 # data type in Concat"): NCF joins a float32 embedding product and a bf16 MLP output, so
 # its Concat runs in float32.  Forcing that everywhere breaks GoogLeNet's conversion.
@@ -187,7 +204,7 @@ class MXNetWorkload(base.Workload):
         self.baseline_used = self._device_used()
         self.inputs, self.labels = synthetic_batch(config, self.ctx)
         net = build_model(config.model.name)
-        net.initialize(INITIALIZER, ctx=self.ctx)
+        net.initialize(ReferenceInit(), ctx=self.ctx)
         if config.precision == "bf16":
             net = self._to_bfloat16(net)
         self.model = net

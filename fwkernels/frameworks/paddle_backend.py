@@ -209,7 +209,11 @@ class Backend(base.Backend):
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
         threads = blas_threads()
-        info = {"blas_threads": None if threads is None else str(threads)}
+        info = {"blas_threads": None if threads is None else str(threads),
+                # oneDNN kernels are off in the dynamic graph unless this flag is set;
+                # the static mode compiles with CINN where the build has it (CUDA only).
+                "use_mkldnn": str(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"]),
+                "compiled_with_cinn": str(paddle.is_compiled_with_cinn())}
         if device == "cuda":
             info.update(cuda_version=paddle.version.cuda(), cudnn_version=paddle.version.cudnn(),
                         device_name=paddle.device.cuda.get_device_name(),
