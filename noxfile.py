@@ -33,6 +33,23 @@ def core(session: nox.Session) -> None:
                 "tests/test_core.py", *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
 
+@nox.session(python=PYTHON)
+def report(session: nox.Session) -> None:
+    """fwkernels report and compare on the real results in tests/data (no framework)."""
+    session.install("-e", ".[test,report]")
+    session.run("pytest", "-q", "tests/test_report.py", "tests/test_compare.py", *session.posargs,
+                env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+
+
+@nox.session(python=PYTHON)
+def site(session: nox.Session) -> None:
+    """The published site (asv publish + report pages) in headless chromium; screenshots in
+    test-artifacts/.  Needs Debian's chromium and chromium-driver (.ci/run installs them)."""
+    session.install("-e", ".[test,report]", "asv==0.6.6", "asv_runner==0.3.2", "selenium>=4.20")
+    session.run("pytest", "-q", "tests/test_site.py", *session.posargs,
+                env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+
+
 def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     @nox.session(python=PYTHON, name=name)
     def run(session: nox.Session) -> None:

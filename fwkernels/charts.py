@@ -51,7 +51,7 @@ def bars(report: Report, benchmark: str, precision: str, models: List[str], titl
         for row in report.rows:
             o = report.outcome(row, benchmark, m, precision)
             if o.value:
-                std = (o.value.std or 0.0) * scale
+                std = o.value.std * scale if o.value.std is not None else None
                 entries.append((row, o.value.mean * scale, std))
         if entries:
             panels.append((m, entries))
@@ -60,8 +60,10 @@ def bars(report: Report, benchmark: str, precision: str, models: List[str], titl
     figure, axes = _grid(len(panels))
     for ax, (m, entries) in zip(axes, panels):
         labels = [row.label for row, _, _ in entries]
+        spreads = [s for _, _, s in entries]
         ax.barh(range(len(entries)), [v for _, v, _ in entries],
-                xerr=[s for _, _, s in entries], color=[color(row.framework) for row, _, _ in entries],
+                xerr=None if None in spreads else spreads,  # no spread measured: no error bar
+                color=[color(row.framework) for row, _, _ in entries],
                 capsize=3, error_kw={"elinewidth": 1})
         ax.set_yticks(range(len(entries)), labels)
         ax.invert_yaxis()

@@ -170,13 +170,13 @@ def _guess_unit(benchmark: str) -> str:
 
 
 def _format(value: Optional[Value], unit: str) -> str:
+    from fwkernels.report import format_value
+
     if value is None:
         return "–"
     scale, suffix = {"seconds": (1e3, " ms"), "bytes": (2 ** -20, " MiB")}.get(unit, (1, ""))
-    text = f"{value.mean * scale:,.4g}"
-    if value.std is not None:
-        text += f" ± {value.std * scale:,.2g}"
-    return text + suffix
+    std = value.std * scale if value.std is not None else None
+    return format_value(value.mean * scale, std) + suffix
 
 
 def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float) -> Table:
@@ -193,7 +193,7 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float)
         verdict = c.verdict(factor)
         table.rows.append([Cell(name), Cell(target or "(framework)"), Cell(model), Cell(precision),
                            Cell(_format(c.a, c.unit)), Cell(_format(c.b, c.unit)), Cell(ratio),
-                           Cell(verdict, best=verdict == "REGRESSION")])
+                           Cell(verdict)])
     counts: Dict[str, int] = {}
     for c in results:
         counts[c.verdict(factor)] = counts.get(c.verdict(factor), 0) + 1

@@ -74,7 +74,6 @@ def write_site(reports: List[Report], html_dir: str) -> List[str]:
     machines = sorted(r.machine for r in reports)
     pages = []
     for report in reports:
-        report.asv_links = asv_site
         path = os.path.join(folder, page_name(report.machine))
         with open(path, "w") as f:
             f.write(render_page(report, machines, asv_site))

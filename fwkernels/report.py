@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
-from fwkernels import published
+from fwkernels import published, site
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
 from fwkernels.results import (BENCHMARK_PREFIX, THROUGHPUT, ResultsError, Run, Value,
-                               commits_by_date, load_runs, machines, select, split_target)
+                               load_runs, machines, select, split_target)
 from fwkernels.tables import Cell, Table, render_markdown, render_text
 
 FORWARD_BACKWARD = BENCHMARK_PREFIX + "track_forward_backward_time"
@@ -42,6 +42,7 @@ class Row:
     target: str  # asv's parameter: "torch" or "torch:compile"
     version: str
     run: Optional[Run]  # None: not installed in any environment
+    suffix: str = ""  # the environment, where two environments hold the same version
 
     @property
     def label(self) -> str:
@@ -51,7 +52,7 @@ class Row:
         text = f"{title} {self.version}".strip()
         if info and mode != info.default_mode:
             text += f" [{mode}]"
-        return text
+        return text + self.suffix
 
 
 @dataclass
@@ -98,8 +99,10 @@ class Report:
                                              "FWKERNELS_PRECISIONS, FWKERNELS_MODES)")
         if precision == "tf32" and record is None and self.device.startswith("CPU"):
             return Outcome("n/a", reason="tf32 is a GPU tensor-core mode")
-        return Outcome("no result", reason="asv recorded no value and fwkernels no record "
-                                           "(see the asv run's log)")
+        if record is None:  # asv skipped it before any measurement: a profile filter
+            return Outcome("not run", reason="skipped before measuring (FWKERNELS_SELECT "
+                                             "profile; asv's log says why)")
+        return Outcome("no result", reason="measured, but asv kept no value (see asv's log)")
 
     def graph_link(self, benchmark: str, target: str, model: str, precision: str) -> Optional[str]:
         """asv's graph page of this figure, relative to the report page (one folder down)."""
@@ -115,7 +118,10 @@ class Report:
 # Building
 
 
-def build_report(runs: List[Run], machine: str, commit: Optional[str] = None) -> Report:
+def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
+                 asv_links: bool = False) -> Report:
+    """The report of one machine at one commit; asv_links: cells link to asv's graphs (the
+    report's pages live one folder below asv's published index.html)."""
     chosen = select(runs, machine, commit)
     rows = _rows(chosen)
     precisions = sorted({key[3] for run in chosen for key in run.attempted},
@@ -123,7 +129,7 @@ def build_report(runs: List[Run], machine: str, commit: Optional[str] = None) ->
     report = Report(machine=machine, commit=chosen[0].commit, runs=chosen, rows=rows,
                     precisions=precisions, device=_device(chosen),
                     environment=_environment(chosen),
-                    history=[r for r in runs if r.machine == machine])
+                    history=[r for r in runs if r.machine == machine], asv_links=asv_links)
     for precision in precisions:
         report.sections.append((f"Training throughput ({precision})",
                                 [table1(report, precision)]))
@@ -163,7 +169,12 @@ def _rows(runs: List[Run]) -> List[Row]:
         return (order.index(framework) if framework in order else len(order), version,
                 modes.index(mode) if mode in modes else 0)
 
-    return sorted(rows, key=sort_key)
+    rows.sort(key=sort_key)
+    labels = [row.label for row in rows]
+    for row in rows:
+        if labels.count(row.label) > 1 and row.run:
+            row.suffix = f" ({row.run.env.replace('virtualenv-py3.11-', '')})"
+    return rows
 
 
 def _device(runs: List[Run]) -> str:
@@ -220,14 +231,14 @@ def table1(report: Report, precision: str) -> Table:
         caption=f"Mean ± std over timing windows ({units}); {report.device}. "
                 f"Same layout as Table 1 of the PyTorch paper (arXiv:1912.01703).",
         anchor=f"table1-{precision}")
-    outcomes = {(row.label, m): report.outcome(row, THROUGHPUT, m, precision)
-                for row in report.rows for m in models}
-    fastest = {m: max((o.value.mean for (label, mm), o in outcomes.items()
+    outcomes = {(i, m): report.outcome(row, THROUGHPUT, m, precision)
+                for i, row in enumerate(report.rows) for m in models}
+    fastest = {m: max((o.value.mean for (_, mm), o in outcomes.items()
                        if mm == m and o.value), default=None) for m in models}
-    for row in report.rows:
+    for i, row in enumerate(report.rows):
         cells = [Cell(row.label)]
         for m in models:
-            o = outcomes[(row.label, m)]
+            o = outcomes[(i, m)]
             if o.value:
                 cells.append(Cell(format_value(o.value.mean, o.value.std),
                                   best=o.value.mean == fastest[m],
@@ -241,12 +252,12 @@ def table1(report: Report, precision: str) -> Table:
     return table
 
 
-def within_lines(rows: List[Row], outcomes: Dict[Tuple[str, str], Outcome],
+def within_lines(rows: List[Row], outcomes: Dict[Tuple[int, str], Outcome],
                  fastest: Dict[str, Optional[float]], models: List[str]) -> List[str]:
     """Each measured row's distance from the fastest: the paper's "within 17%" statement."""
     lines = []
-    for row in rows:
-        measured = [(m, outcomes[(row.label, m)].value) for m in models if outcomes[(row.label, m)].value]
+    for i, row in enumerate(rows):
+        measured = [(m, outcomes[(i, m)].value) for m in models if outcomes[(i, m)].value]
         if not measured:
             continue
         distances = {m: published.distance_from_fastest(v.mean, fastest[m]) for m, v in measured}
@@ -300,14 +311,14 @@ def memory_table(report: Report, precision: str) -> Table:
 def _fill_min_table(report: Report, table: Table, benchmark: str, models: List[str],
                     precision: str, text) -> None:
     """Rows of one lower-is-better figure; the smallest of each column marked."""
-    outcomes = {(row.label, m): report.outcome(row, benchmark, m, precision)
-                for row in report.rows for m in models}
-    best = {m: min((o.value.mean for (label, mm), o in outcomes.items() if mm == m and o.value),
+    outcomes = {(i, m): report.outcome(row, benchmark, m, precision)
+                for i, row in enumerate(report.rows) for m in models}
+    best = {m: min((o.value.mean for (_, mm), o in outcomes.items() if mm == m and o.value),
                    default=None) for m in models}
-    for row in report.rows:
+    for i, row in enumerate(report.rows):
         cells = [Cell(row.label)]
         for m in models:
-            o = outcomes[(row.label, m)]
+            o = outcomes[(i, m)]
             if o.value:
                 cells.append(Cell(text(o), best=o.value.mean == best[m],
                                   link=report.graph_link(benchmark, row.target, m, precision)))
@@ -582,7 +593,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                                f"(scripts/bench) first")
         wanted = [args.machine] if args.machine else machines(runs)
         html_dir = None if args.no_html else (args.html_dir or default_html_dir())
-        reports = [build_report(runs, m, args.commit if args.machine else None) for m in wanted]
+        links = bool(html_dir) and site.is_asv_site(html_dir)
+        reports = [build_report(runs, m, args.commit, links)
+                   for m in wanted]
     except ResultsError as error:
         print(f"fwkernels report: error: {error}", file=sys.stderr)
         return 2
@@ -593,10 +606,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             f.write("\n".join(render_report_markdown(r) for r in reports))
         print(f"Markdown: {args.markdown}")
     if html_dir:
-        from fwkernels import html_report
-
+        try:
+            from fwkernels import html_report
+        except ImportError as error:
+            print(f"fwkernels report: error: the HTML report needs matplotlib and jinja2 "
+                  f"(pip install 'fwkernels[report]'): {error}", file=sys.stderr)
+            return 1
         # Every machine gets its page (its latest commit, or --commit for --machine).
-        by_machine = {m: build_report(runs, m) for m in machines(runs) if m not in wanted}
+        by_machine = {m: build_report(runs, m, asv_links=links) for m in machines(runs)
+                      if m not in wanted}
         by_machine.update({r.machine: r for r in reports})
         pages = html_report.write_site(list(by_machine.values()), html_dir)
         print(f"HTML: {pages[0]} ({len(pages)} pages; see docs/reports.md to view offline)")
@@ -609,7 +627,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--results", default="results", help="asv results directory (default: results)")
     p.add_argument("--records", help="fwkernels records directory (default: records beside --results)")
     p.add_argument("--machine", help="asv machine name (default: every machine with results)")
-    p.add_argument("--commit", help="commit hash prefix, with --machine (default: the latest)")
+    p.add_argument("--commit", help="commit hash prefix (default: each machine's latest)")
     p.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
                    help="what to print (default: terminal)")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report to FILE")

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 python="${1:-$(command -v python3)}"
 export FWKERNELS_DEVICE="${FWKERNELS_DEVICE:-cuda}"
 export FWKERNELS_MACHINE="${ASV_MACHINE:-$(hostname)}"
+export FWKERNELS_RECORDS_DIR="${FWKERNELS_RECORDS_DIR:-$PWD/records}"
 "$python" -m pip install -q --no-deps --no-build-isolation --no-index -e .
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"

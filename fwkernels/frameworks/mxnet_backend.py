@@ -57,16 +57,29 @@ from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec  # noqa: E402
 LABEL_SMOOTHING = 0.1
 
 
+# torchvision initialises these with He normal (fan out) convolutions, and the first two
+# with N(0, 0.01) classifiers; everything else in torch_models.py keeps PyTorch's default.
+HE_FAN_OUT_CONVOLUTIONS = {"vgg19", "resnet50", "mobilenet_v2"}
+SMALL_NORMAL_CLASSIFIERS = {"vgg19", "mobilenet_v2"}
+
+
 @mx.init.register
 class ReferenceInit(mx.init.Initializer):
-    """torchvision's weights: He normal (fan out) for convolutions, N(0, 0.01) for dense layers;
-    MLPerf GNMT's U(-0.1, 0.1) for the rest (embeddings, LSTMs).  Gluon's name rules zero the
-    biases and beta and set gamma to 1."""
+    """The PyTorch reference's initial weights, by layer kind: torchvision's choices above, else
+    PyTorch's default U(+-1/sqrt(fan in)); MLPerf GNMT's U(-0.1, 0.1) for embeddings and LSTMs.
+    Gluon's name rules zero the biases and beta and set gamma to 1 (PyTorch draws biases)."""
 
-    _by_layer = [(re.compile(r".*conv\d+_weight$"),
-                  mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)),
-                 (re.compile(r".*dense\d+_weight$"), mx.init.Normal(0.01)),
-                 (re.compile(".*"), mx.init.Uniform(0.1))]
+    def __init__(self, model: str) -> None:
+        super().__init__(model=model)
+        torch_default = mx.init.Xavier(rnd_type="uniform", factor_type="in", magnitude=1)
+        he_fan_out = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
+        self._by_layer = [
+            (re.compile(r".*conv\d+_weight$"),
+             he_fan_out if model in HE_FAN_OUT_CONVOLUTIONS else torch_default),
+            (re.compile(r".*dense\d+_weight$"),
+             mx.init.Normal(0.01) if model in SMALL_NORMAL_CLASSIFIERS else torch_default),
+            (re.compile(".*"), mx.init.Uniform(0.1)),
+        ]
 
     def _init_weight(self, name, arr) -> None:
         init = next(init for pattern, init in self._by_layer if pattern.match(str(name)))
@@ -204,7 +217,7 @@ class MXNetWorkload(base.Workload):
         self.baseline_used = self._device_used()
         self.inputs, self.labels = synthetic_batch(config, self.ctx)
         net = build_model(config.model.name)
-        net.initialize(ReferenceInit(), ctx=self.ctx)
+        net.initialize(ReferenceInit(config.model.name), ctx=self.ctx)
         if config.precision == "bf16":
             net = self._to_bfloat16(net)
         self.model = net

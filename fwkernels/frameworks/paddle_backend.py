@@ -103,7 +103,7 @@ class PaddleWorkload(base.Workload):
         loss_fn = loss_function(config.model)
 
         def compute_loss(inputs: tuple, labels: paddle.Tensor) -> paddle.Tensor:
-            return loss_fn(self.model(*inputs), labels)  # to_static takes no *args
+            return loss_fn(self.model(*inputs), labels)  # to_static rejects *args signatures
 
         if config.mode == "static":
             self.compute_loss = paddle.jit.to_static(compute_loss)
