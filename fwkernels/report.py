@@ -567,7 +567,7 @@ def render_report_text(report: Report) -> str:
 
 
 def render_report_markdown(report: Report) -> str:
-    parts = [f"# fwkernels report: {report.machine} at {report.commit[:8]}", "",
+    parts = [f"# fwkernels report: {report.machine} at {report.commit[:8]}",
              "\n".join(f"- {line}" for line in header_lines(report)[1:])]
     for title, tables in report.sections:
         parts.append(f"## {title}")

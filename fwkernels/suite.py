@@ -46,8 +46,8 @@ def records_path() -> str:
     root = os.environ.get("FWKERNELS_RECORDS_DIR") or os.path.join(
         os.environ.get("ASV_CONF_DIR", os.getcwd()), "records")
     machine = os.environ.get("FWKERNELS_MACHINE") or socket.gethostname()
-    commit = os.environ.get("ASV_COMMIT", "unknown")[:8]
-    env = os.environ.get("ASV_ENV_NAME", "unknown-env")
+    commit = _asv_commit()[:8]
+    env = _asv_env_name()
     os.makedirs(os.path.join(root, machine), exist_ok=True)
     return os.path.join(root, machine, f"{commit}-{env}.jsonl")
 
@@ -68,7 +68,7 @@ def measured(cache_dir: str, device: str, target: str, model: str, precision: st
         record = measure(framework, model, device=device, precision=precision, mode=mode,
                          windows=_env_int("FWKERNELS_WINDOWS"),
                          window_seconds=_env_float("FWKERNELS_WINDOW_SECONDS"))
-        record.update(asv_commit=os.environ.get("ASV_COMMIT"), asv_env=os.environ.get("ASV_ENV_NAME"),
+        record.update(asv_commit=_asv_commit(), asv_env=_asv_env_name(),
                       asv_machine=os.environ.get("FWKERNELS_MACHINE"))
         with open(records_path(), "a") as f:
             f.write(json.dumps(record, default=str) + "\n")
@@ -81,6 +81,15 @@ def measured(cache_dir: str, device: str, target: str, model: str, precision: st
     if record["status"] != "ok":
         raise RuntimeError(f"{target} {model} {precision}: {record['status']}: {record.get('error')}")
     return record
+
+
+def _asv_commit() -> str:
+    # asv sets ASV_COMMIT for the environments it builds, not for `-E existing` runs.
+    return os.environ.get("ASV_COMMIT") or os.environ.get("FWKERNELS_COMMIT") or "unknown"
+
+
+def _asv_env_name() -> str:
+    return os.environ.get("ASV_ENV_NAME") or os.environ.get("FWKERNELS_ENV_NAME") or "unknown-env"
 
 
 def samples(values: Sequence[float]) -> Dict[str, Any]:

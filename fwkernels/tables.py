@@ -69,7 +69,7 @@ def _escape_markdown(text: str) -> str:
 def render_markdown(table: Table) -> str:
     out = [f"### {table.title}", ""]
     if table.caption:
-        out += [table.caption, ""]
+        out += [table.caption.replace("\n", "\n\n"), ""]
     out.append("| " + " | ".join(_escape_markdown(h) for h in table.headers) + " |")
     out.append("|" + "|".join(["---"] + ["---:"] * (len(table.headers) - 1)) + "|")
     for row in table.rows:

@@ -16,9 +16,11 @@ export FWKERNELS_DEVICE="${FWKERNELS_DEVICE:-cuda}"
 export FWKERNELS_MACHINE="${ASV_MACHINE:-$(hostname)}"
 export FWKERNELS_RECORDS_DIR="${FWKERNELS_RECORDS_DIR:-$PWD/records}"
 "$python" -m pip install -q --no-deps --no-build-isolation --no-index -e .
+# asv names an existing environment after its interpreter's path and sets no ASV_COMMIT there.
+export FWKERNELS_COMMIT="$(git rev-parse HEAD)" FWKERNELS_ENV_NAME="existing-py${python//\//_}"
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
-"${asv[@]}" run -E "existing:$python" --set-commit-hash "$(git rev-parse HEAD)" \
+"${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \
     --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr --launch-method spawn \
     || status=$?
 "${asv[@]}" publish

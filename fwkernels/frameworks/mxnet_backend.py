@@ -12,6 +12,7 @@ import os
 import re
 import struct
 import tempfile
+import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
 # ---- process settings that MXNet reads once, at import ----
@@ -242,8 +243,10 @@ class MXNetWorkload(base.Workload):
         fp32_ops = None
         if self.config.model.name in CONCAT_IN_FLOAT32:
             fp32_ops = amp.list_fp32_ops(amp.amp.bfloat16) + ["Concat", "concat"]
-        return amp.convert_hybrid_block(traced, target_dtype="bfloat16", fp32_ops=fp32_ops,
-                                        ctx=self.ctx)
+        with warnings.catch_warnings():  # SymbolBlock's "Cannot decide type" for the inputs
+            warnings.filterwarnings("ignore", "Cannot decide type", UserWarning)
+            return amp.convert_hybrid_block(traced, target_dtype="bfloat16", fp32_ops=fp32_ops,
+                                            ctx=self.ctx)
 
     def _prepare(self, graph: HybridBlock) -> HybridBlock:
         """Hybrid mode: one static graph with memory planned and allocated once (MXNet's fastest)."""

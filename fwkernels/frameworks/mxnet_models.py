@@ -60,7 +60,7 @@ def _sequential(*layers: HybridBlock) -> nn.HybridSequential:
 def alexnet() -> nn.HybridSequential:
     """torchvision AlexNet: features, adaptive average pool to 6x6, classifier with dropout."""
     return _sequential(
-        nn.Conv2D(64, 11, 4, 2, in_channels=3, activation="relu"), nn.MaxPool2D(3, 2),
+        _conv_relu(3, 64, 11, 4, 2), nn.MaxPool2D(3, 2),
         _conv_relu(64, 192, 5, 1, 2), nn.MaxPool2D(3, 2),
         _conv_relu(192, 384, 3, 1, 1), _conv_relu(384, 256, 3, 1, 1),
         _conv_relu(256, 256, 3, 1, 1), nn.MaxPool2D(3, 2),

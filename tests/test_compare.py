@@ -1,0 +1,89 @@
+"""fwkernels compare on the real results in tests/data: two torch versions on one machine."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fwkernels.cli import main
+from fwkernels.compare import Comparison, compare, resolve
+from fwkernels.results import THROUGHPUT, Value, benchmark_units, load_runs
+
+RESULTS = os.path.join(os.path.dirname(__file__), "data", "results")
+OLD, NEW = "torch2.13.0", "torch2.14.1"
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return load_runs(RESULTS)
+
+
+def comparisons(runs, a: str, b: str, machine: str = "cpu-fixture"):
+    side_a, side_b = resolve(a, runs, machine, None), resolve(b, runs, machine, None)
+    return {c.key[:4]: c for c in compare(side_a, side_b, benchmark_units(RESULTS))}
+
+
+def test_direction_follows_the_unit(runs):
+    result = comparisons(runs, OLD, NEW)
+    throughput = result[(THROUGHPUT, "torch", "ncf", "fp32")]
+    time_per_sample = result[("training.Training.track_time_per_sample", "torch", "ncf", "fp32")]
+    assert throughput.unit == "samples/s" and time_per_sample.unit == "seconds"
+    # the same measured change reads as "better" in both units: throughput up, time down
+    assert throughput.ratio > 1 and time_per_sample.ratio < 1
+    assert throughput.worse_factor < 1 and time_per_sample.worse_factor < 1
+    assert throughput.worse_factor == pytest.approx(time_per_sample.worse_factor, rel=0.1)
+
+
+def test_flags_only_beyond_the_measured_spread(runs):
+    for c in comparisons(runs, OLD, NEW).values():
+        if not c.spread_known:
+            continue
+        difference = abs(c.b.mean - c.a.mean)
+        if difference <= c.a.std + c.b.std:
+            assert c.verdict(1.1) == "within spread", c.key
+        else:
+            assert c.verdict(1.1) in ("improved", "REGRESSION", "better", "worse"), c.key
+
+
+def test_exit_status_follows_the_factor(runs, capsys):
+    """NEW -> OLD is a real throughput drop on ncf (beyond the windows' spread)."""
+    ncf = comparisons(runs, NEW, OLD)[(THROUGHPUT, "torch", "ncf", "fp32")]
+    assert ncf.beyond_spread and ncf.worse_factor > 1.5
+    args = ["compare", NEW, OLD, "--results", RESULTS, "--machine", "cpu-fixture",
+            "--benchmark", "samples_per_s"]
+    assert main(args + ["--factor", "1.1"]) == 1
+    assert "REGRESSION" in capsys.readouterr().out
+    assert main(args + ["--factor", f"{ncf.worse_factor * 2:.2f}"]) == 0
+    assert "REGRESSION" not in capsys.readouterr().out
+    assert main(["compare", OLD, NEW, "--results", RESULTS, "--machine", "cpu-fixture",
+                 "--benchmark", "samples_per_s"]) == 0
+
+
+def test_machines_and_commits_as_selectors(runs, capsys):
+    assert main(["compare", "cpu-fixture", "cpu-fixture-b", "--results", RESULTS,
+                 "--benchmark", "samples_per_s", "--factor", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "ncf" in out and "googlenet" in out  # only in A: listed, not compared
+    assert main(["compare", "machine=cpu-fixture,env=" + OLD, "machine=cpu-fixture-b,env=" + OLD,
+                 "--results", RESULTS, "--factor", "100"]) == 0
+    assert main(["compare", "62d2aa7d", "62d2aa7d", "--machine", "cpu-fixture",
+                 "--results", RESULTS]) == 0  # a commit against itself: no change
+    assert "REGRESSION" not in capsys.readouterr().out
+
+
+def test_bad_selectors_name_the_choices(capsys):
+    assert main(["compare", "nope", NEW, "--results", RESULTS]) == 2
+    err = capsys.readouterr().err
+    assert "cpu-fixture" in err and "62d2aa7d" in err and "virtualenv-py3.11-torch2.13.0" in err
+    assert main(["compare", "torch", NEW, "--results", RESULTS, "--machine", "cpu-fixture"]) == 2
+    assert "several environments" in capsys.readouterr().err
+    assert main(["compare", "flavour=x", NEW, "--results", RESULTS]) == 2
+    assert "machine, commit, env" in capsys.readouterr().err
+    assert main(["compare", OLD, NEW, "--results", RESULTS, "--factor", "0.5"]) == 2
+
+
+def test_figures_without_spread_are_judged_by_the_factor():
+    unit = "bytes"
+    c = Comparison(("m",), unit, Value(100.0, None), Value(125.0, None))
+    assert not c.spread_known
+    assert c.verdict(1.2) == "REGRESSION" and c.verdict(1.3) == "no spread measured"

@@ -1,0 +1,196 @@
+"""fwkernels report on the real results in tests/data (tests/data/README.md says how they were made)."""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import pytest
+
+from fwkernels import published
+from fwkernels.cli import main
+from fwkernels.frameworks import FRAMEWORKS
+from fwkernels.models import MODELS, PYTORCH_TABLE1
+from fwkernels.report import (build_report, render_report_markdown,
+                              render_report_text, table1)
+from fwkernels.results import THROUGHPUT, load_json, load_runs
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+RESULTS = os.path.join(DATA, "results")
+MACHINE = "cpu-fixture"  # torch 2.14.1 and 2.13.0; ncf, googlenet, alexnet_owt
+MACHINE_B = "cpu-fixture-b"  # torch 2.14.1 and 2.13.0 (no torchvision); ncf, mobilenet_v2
+
+
+def raw_samples(machine: str, env_part: str, model: str) -> list:
+    """The throughput windows of one combination, read straight from asv's file."""
+    folder = os.path.join(RESULTS, machine)
+    path = next(os.path.join(folder, f) for f in os.listdir(folder) if env_part in f)
+    data = load_json(path)
+    fields = dict(zip(data["result_columns"], data["results"][THROUGHPUT]))
+    frameworks, models, precisions = fields["params"]
+    index = frameworks.index("'torch'") * len(models) * len(precisions) + models.index(f"'{model}'")
+    return fields["samples"][index]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return load_runs(RESULTS)
+
+
+def test_load_json_accepts_asv_nan_and_infinity(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text('{"a": NaN, "b": Infinity, "c": -Infinity, "d": [1, NaN]}')
+    data = load_json(str(path))
+    assert math.isnan(data["a"]) and data["b"] == math.inf and data["c"] == -math.inf
+    assert math.isnan(data["d"][1])
+
+
+def test_throughput_is_the_mean_and_std_of_the_recorded_windows(runs):
+    report = build_report(runs, MACHINE)
+    newest = next(r for r in report.rows if r.framework == "torch" and r.version.startswith("2.14"))
+    value = newest.run.values[(THROUGHPUT, "torch", "ncf", "fp32")]
+    windows = raw_samples(MACHINE, "torch2.14.1", "ncf")
+    mean = sum(windows) / len(windows)
+    std = (sum((x - mean) ** 2 for x in windows) / (len(windows) - 1)) ** 0.5
+    assert value.mean == pytest.approx(mean) and value.std == pytest.approx(std)
+    assert newest.run.record("torch", "ncf", "fp32")["window_samples_per_s"] == windows
+
+
+def test_table1_keeps_every_framework_and_marks_the_fastest(runs):
+    report = build_report(runs, MACHINE)
+    table = table1(report, "fp32")
+    labels = [row[0].text for row in table.rows]
+    for info in FRAMEWORKS.values():
+        assert any(label.startswith(info.title) for label in labels), info.title
+    assert table.headers[1:] == [MODELS[m].title for m in PYTORCH_TABLE1]
+    ncf = table.headers.index("NCF (NeuMF)")
+    measured = [(row[0].text, row[ncf]) for row in table.rows if "±" in row[ncf].text]
+    assert len(measured) == 2  # the two torch versions
+    best = [label for label, cell in measured if cell.best]
+    means = {r.label: r.run.values[(THROUGHPUT, "torch", "ncf", "fp32")].mean
+             for r in report.rows if r.framework == "torch"}
+    assert best == [max(means, key=means.get)]
+    tensorflow = next(row for row in table.rows if row[0].text == "TensorFlow")
+    assert {c.text for c in tensorflow[1:]} == {"not installed"}
+    alexnet = table.headers.index("AlexNet")
+    assert all(row[alexnet].text in ("not run", "not installed") for row in table.rows)
+    slower = next(line for line in table.summary if "within" in line)
+    percent = float(re.search(r"within (\d+)%", slower).group(1))
+    assert percent == round(100 * (1 - min(means.values()) / max(means.values())))
+
+
+def test_na_reason_comes_from_the_record(runs):
+    report = build_report(runs, MACHINE_B)
+    table = table1(report, "fp32")
+    column = table.headers.index("MobileNet v2")
+    old = next(row for row in table.rows if row[0].text.startswith("PyTorch 2.13"))
+    assert old[column].text == "N/A" and old[column].note is not None
+    note = table.notes[old[column].note - 1]
+    record = next(r for r in report.rows if r.label == old[0].text).run.record(
+        "torch", "mobilenet_v2", "fp32")
+    assert record["status"] == "n/a" and record["error"] in note
+    new = next(row for row in table.rows if row[0].text.startswith("PyTorch 2.14"))
+    assert "±" in new[column].text
+
+
+def test_paper_claim_is_reproduced_from_the_published_table():
+    """The paper's "within 17%" follows from its Table 1 with our distance formula."""
+    table = published.PYTORCH_TABLE1
+    worst = max(published.distance_from_fastest(
+        table["torch"][m].mean, max(table[f][m].mean for f in table if m in table[f]))
+        for m in PYTORCH_TABLE1)
+    assert round(worst) == published.PYTORCH_TABLE1_CLAIM_PERCENT
+
+
+def test_device_peaks_are_known_for_h200_only():
+    assert published.device_peak("NVIDIA H200", "bf16").tflops == 775
+    assert published.device_peak("NVIDIA H200", "tf32").tflops == 400
+    assert published.device_peak("NVIDIA H200", "fp32").tflops == 51
+    assert published.device_peak("NVIDIA H200", "fp32").source
+    assert published.device_peak("NVIDIA A100-SXM4-80GB", "bf16") is None
+    assert published.device_peak(None, "fp32") is None
+
+
+def test_tflops_and_epoch_tables_use_the_records(runs):
+    report = build_report(runs, MACHINE)
+    section = dict(report.sections)["Achieved TFLOP/s and derived epoch time"]
+    tflops, epoch = section
+    row_index = next(i for i, r in enumerate(report.rows) if r.label.startswith("PyTorch 2.14"))
+    row = report.rows[row_index]
+    record = row.run.record("torch", "googlenet", "fp32")
+    cell = tflops.rows[row_index][tflops.headers.index("GoogLeNet v1")]
+    assert cell.text == f"{record['achieved_tflops']:.3g}"
+    assert any("no peak figure is known for this CPU" in line for line in tflops.summary)
+    hours = published.ILSVRC12_TRAIN_IMAGES / row.run.values[
+        (THROUGHPUT, "torch", "googlenet", "fp32")].mean / 3600
+    assert epoch.rows[row_index][epoch.headers.index("GoogLeNet v1")].text == f"{hours:,.3g} h"
+    assert "DERIVED" in epoch.caption
+
+
+def test_ratios_put_the_paper_beside_ours(runs):
+    report = build_report(runs, MACHINE)
+    ratios = dict(report.sections)["Published figures beside ours (ratios)"][0]
+    torch_row = next(row for row in ratios.rows if row[0].text == "PyTorch")
+    ncf = ratios.headers.index("NCF (NeuMF)")
+    assert torch_row[ncf].text == "1.00 | 1.00"
+    tensorflow = next(row for row in ratios.rows if row[0].text == "TensorFlow")
+    assert tensorflow[ncf].text == f"{4.8e6 / 5.4e6:.2f} | –"  # not measured here
+    assert any("within 17%" in line for line in ratios.summary)
+
+
+def test_terminal_and_markdown_outputs(runs):
+    report = build_report(runs, MACHINE)
+    text = render_report_text(report)
+    assert "Table 1: training throughput, fp32, cpu-fixture" in text
+    assert "* fastest of the column" in text
+    markdown = render_report_markdown(report)
+    assert "| framework | AlexNet |" in markdown and "**" in markdown
+    assert "not installed" in text
+
+
+def test_cli_prints_table1_and_writes_self_contained_html(tmp_path, capsys):
+    pytest.importorskip("matplotlib")  # the HTML needs the report extra (nox -s report)
+    pytest.importorskip("jinja2")
+    code = main(["report", "--results", RESULTS, "--html-dir", str(tmp_path),
+                 "--markdown", str(tmp_path / "report.md")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Table 1: training throughput, fp32, cpu-fixture" in out
+    assert "Table 1: training throughput, fp32, cpu-fixture-b" in out
+    page = (tmp_path / "fwkernels" / f"{MACHINE}.html").read_text()
+    assert page.count("<svg") >= 3 and "Table 1" in page
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="(https?:)?//', page)
+    index = (tmp_path / "fwkernels" / "index.html").read_text()
+    assert f'href="{MACHINE}.html"' in index and f'href="{MACHINE_B}.html"' in index
+    assert "### Table 1" in (tmp_path / "report.md").read_text()
+
+
+def test_cli_errors_name_the_valid_choices(tmp_path, capsys):
+    assert main(["report", "--results", str(tmp_path / "none"), "--no-html"]) == 2
+    assert "no results directory" in capsys.readouterr().err
+    assert main(["report", "--results", RESULTS, "--machine", "nope", "--no-html"]) == 2
+    err = capsys.readouterr().err
+    assert MACHINE in err and MACHINE_B in err
+    assert main(["report", "--results", RESULTS, "--commit", "deadbeef", "--no-html"]) == 2
+    assert "62d2aa7d" in capsys.readouterr().err
+
+
+def test_fraction_of_peak_on_a_gpu_record():
+    """The fraction-of-peak arithmetic on a record of the GPU format (device cuda, device_name
+    as torch reports it). The figures are arbitrary inputs of the formula, not results."""
+    from fwkernels.report import tflops_table
+    from fwkernels.results import Run, Value
+
+    run = Run(machine="gpu", commit="0" * 40, env="env", date=1, requirements={})
+    key = (THROUGHPUT, "torch", "resnet50", "bf16")
+    run.attempted[key] = True
+    run.values[key] = Value(1000.0, 10.0, (990.0, 1000.0, 1010.0))
+    run.records.append({"framework": "torch", "mode": "eager", "model": "resnet50",
+                        "precision": "bf16", "device": "cuda", "device_name": "NVIDIA H200",
+                        "framework_version": "2.11.0", "status": "ok", "achieved_tflops": 77.5})
+    report = build_report([run], "gpu")
+    assert report.device == "NVIDIA H200"
+    table = tflops_table(report, "bf16")
+    row = next(r for r in table.rows if r[0].text == "PyTorch 2.11.0")
+    assert row[table.headers.index("ResNet-50")].text == "77.5 (10.0%)"
+    assert any("775" in line and "nvidia-h200" in line for line in table.summary)
