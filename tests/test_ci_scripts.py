@@ -1,0 +1,247 @@
+"""The scripts the workflows call (scripts/ci/), run for real on CPU before they reach the runner.
+
+Two nights of the nightly job, in a clone of this repository: the asv suite through the
+existing-environment route (this Python, PyTorch on CPU, NCF only, short windows), the site
+published and fwkernels report in the job summary, the results stored on a results branch (a
+local bare repository stands in for GitHub), restored the next night after a new commit, and
+the regression check running fwkernels compare between the two nights' commits.  The
+pull-request job checks out base and head and measures both (with a profile that skips every
+combination, to stay fast).  Run with `nox -s lint`, which installs asv, PyTorch and the tools.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+from typing import Dict, List, Optional
+
+import pytest
+
+pytest.importorskip("asv")  # installed by nox -s lint
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MACHINE = "ci-cpu"
+RESULTS_BRANCH = "benchmark-results"
+PROFILE = {"FWKERNELS_DEVICE": "cpu", "FWKERNELS_FRAMEWORKS": "torch", "FWKERNELS_MODELS": "ncf",
+           "FWKERNELS_PRECISIONS": "fp32", "FWKERNELS_WINDOWS": "2", "FWKERNELS_WINDOW_SECONDS": "0.2"}
+IDENTITY = ["-c", "user.name=test", "-c", "user.email=test@fwkernels.invalid"]
+
+
+def git(*args: str, cwd: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def bench(box: SimpleNamespace, *args: str, env: Optional[Dict[str, str]] = None,
+          path: Optional[List[str]] = None) -> subprocess.CompletedProcess:
+    """scripts/ci/bench.py in the clone, as a workflow step runs it; .summary is the job summary."""
+    summary = os.path.join(box.root, "summary.md")
+    open(summary, "w").close()
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("GITHUB_TOKEN", "REGRESSION_FACTOR", "BENCH_PYTHON", "FWKERNELS_SELECT")}
+    environ.update(PROFILE, HOME=box.home, ASV_MACHINE=MACHINE, GITHUB_STEP_SUMMARY=summary,
+                   PATH=os.pathsep.join([*(path or []), os.path.dirname(sys.executable), environ["PATH"]]),
+                   **(env or {}))
+    result = subprocess.run([sys.executable, os.path.join("scripts", "ci", "bench.py"), *args],
+                            cwd=box.repo, env=environ, capture_output=True, text=True)
+    with open(summary) as f:
+        result.summary = f.read()  # type: ignore[attr-defined]
+    return result
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def result_files(directory: str) -> List[str]:
+    return sorted(n for n in os.listdir(directory) if n.endswith(".json") and n != "machine.json")
+
+
+def checkout_results_branch(box: SimpleNamespace, name: str) -> str:
+    path = os.path.join(box.root, name)
+    git("clone", "--quiet", "--branch", RESULTS_BRANCH, box.origin, path, cwd=box.root)
+    return path
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory) -> SimpleNamespace:
+    """A clone of this repository with scripts/ci as in the working tree (the scripts check out
+    commits and find the repository from their own place), and an empty results branch."""
+    root = str(tmp_path_factory.mktemp("ci"))
+    repo, origin, seed = (os.path.join(root, n) for n in ("repo", "origin.git", "seed"))
+    git("clone", "--quiet", "--shared", REPO, repo, cwd=root)
+    git("checkout", "--quiet", "-B", "main", cwd=repo)
+    shutil.copytree(os.path.join(REPO, "scripts", "ci"), os.path.join(repo, "scripts", "ci"),
+                    dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    git("add", "scripts/ci", cwd=repo)
+    git(*IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "scripts under test", cwd=repo)
+    git("init", "--quiet", "--bare", origin, cwd=root)
+    git("init", "--quiet", "--initial-branch", RESULTS_BRANCH, seed, cwd=root)
+    git(*IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "Nightly benchmark results", cwd=seed)
+    git("push", "--quiet", origin, RESULTS_BRANCH, cwd=seed)
+    return SimpleNamespace(root=root, repo=repo, origin=origin, home=os.path.join(root, "home"))
+
+
+@pytest.fixture(scope="module")
+def nights(box: SimpleNamespace) -> SimpleNamespace:
+    """Two nights of the nightly workflow's steps, a commit apart."""
+    pytest.importorskip("torch")
+    out = SimpleNamespace()
+    suite = ["--config", "asv.conf.json", "--python", sys.executable]
+    for night in ("first", "second"):
+        if night == "second":
+            git(*IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "the next day", cwd=box.repo)
+        branch = checkout_results_branch(box, f"branch-{night}")
+        work = os.path.join(box.root, f"night-{night}")
+        setattr(out, night, SimpleNamespace(
+            commit=git("rev-parse", "HEAD", cwd=box.repo), work=work, branch=branch,
+            measure=ok(bench(box, "measure", "--work", work, "--previous", branch, *suite)),
+            check=bench(box, "check", "--work", work, env={"REGRESSION_FACTOR": "1000"}),
+            store=ok(bench(box, "store", "--work", work, "--branch-dir", branch))))
+    return out
+
+
+def test_first_night_measures_publishes_and_reports(nights) -> None:
+    night = nights.first
+    machine_dir = os.path.join(night.work, "results", MACHINE)
+    [name] = result_files(machine_dir)
+    assert name.startswith(night.commit[:8] + "-existing-")
+    assert result_files(os.path.join(night.work, "latest", MACHINE)) == [name]
+    with open(os.path.join(machine_dir, name)) as f:
+        result = json.load(f)
+    columns = result["result_columns"]
+    throughput = dict(zip(columns, result["results"]["training.Training.track_samples_per_s"]))
+    assert throughput["params"] == [["'torch'"], ["'ncf'"], ["'fp32'"]]
+    assert throughput["result"][0] > 0 and len(throughput["samples"][0]) == 2
+    with open(os.path.join(night.work, "records", MACHINE, name.replace(".json", ".jsonl"))) as f:
+        [record] = [json.loads(line) for line in f]
+    assert (record["framework"], record["model"], record["status"]) == ("torch", "ncf", "ok")
+    assert os.path.exists(os.path.join(night.work, "html", "index.html"))
+    assert "fwkernels report, machine ci-cpu" in night.measure.summary
+    assert "NCF" in night.measure.summary and "PyTorch" in night.measure.summary
+    assert night.check.returncode == 0, night.check.stdout + night.check.stderr
+    assert "No previous night" in night.check.summary
+
+
+def test_results_branch_keeps_every_night(nights, box) -> None:
+    log = git("log", "--format=%s", RESULTS_BRANCH, cwd=box.origin).splitlines()
+    assert log == [f"Nightly results of {MACHINE} at {nights.second.commit[:7]}",
+                   f"Nightly results of {MACHINE} at {nights.first.commit[:7]}",
+                   "Nightly benchmark results"]
+    branch = checkout_results_branch(box, "branch-after")
+    names = result_files(os.path.join(branch, "results", MACHINE))
+    assert [n[:8] for n in names] == sorted([nights.first.commit[:8], nights.second.commit[:8]])
+    assert [n[:8] for n in result_files(os.path.join(branch, "latest", MACHINE))] == [nights.second.commit[:8]]
+    assert len(os.listdir(os.path.join(branch, "records", MACHINE))) == 2
+
+
+def test_second_night_restores_history_and_compares(nights) -> None:
+    night = nights.second
+    assert [n[:8] for n in result_files(os.path.join(night.work, "previous", MACHINE))] == [nights.first.commit[:8]]
+    assert len(result_files(os.path.join(night.work, "results", MACHINE))) == 2
+    assert night.check.returncode == 0, night.check.stdout + night.check.stderr
+    assert f"fwkernels compare {nights.first.commit[:8]} {night.commit[:8]}" in night.check.summary
+    assert "track_samples_per_s" in night.check.summary and "ncf" in night.check.summary
+
+
+def test_store_with_nothing_new_pushes_nothing(nights, box) -> None:
+    before = git("rev-parse", RESULTS_BRANCH, cwd=box.origin)
+    result = ok(bench(box, "store", "--work", nights.second.work, "--branch-dir", nights.second.branch))
+    assert "nothing new to store" in result.stdout
+    assert git("rev-parse", RESULTS_BRANCH, cwd=box.origin) == before
+
+
+def test_store_echoes_no_token(nights, box, tmp_path) -> None:
+    branch = checkout_results_branch(box, "branch-token")
+    work = tmp_path / "work"
+    shutil.copytree(nights.second.work, work)
+    os.remove(work / "latest" / MACHINE / result_files(str(work / "latest" / MACHINE))[0])
+    token = "ghs_notarealtoken0123456789"
+    result = ok(bench(box, "store", "--work", str(work), "--branch-dir", branch,
+                      env={"GITHUB_TOKEN": token}))
+    assert token not in result.stdout + result.stderr
+
+
+def test_check_fails_and_names_the_regressions(nights, box, tmp_path) -> None:
+    """fwkernels compare's exit status and its REGRESSION rows reach the run's status, the job
+    summary and an error annotation.  A stand-in `fwkernels` (this test only) plays a compare
+    that finds one: two real nights on a shared CPU give no regression to rely on."""
+    work = tmp_path / "work"
+    shutil.copytree(nights.second.work, work)
+    arguments = tmp_path / "arguments"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stand_in = bin_dir / "fwkernels"
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = compare ] || exec "{sys.executable}" -m fwkernels "$@"\n'
+        f'echo "$@" > "{arguments}"\n'
+        "echo '| samples_per_s | torch | ncf | fp32 | 9 ± 1 | 4 ± 1 | 0.444 | REGRESSION |'\n"
+        "echo '| forward_time | torch | ncf | fp32 | 1 ms | 1 ms | 1.000 | within spread |'\n"
+        "echo '1 regression(s) beyond factor 1.2: exit status 1'\n"
+        "exit 1\n")
+    stand_in.chmod(0o755)
+    result = bench(box, "check", "--work", str(work), env={"REGRESSION_FACTOR": "1.2"},
+                   path=[str(bin_dir)])
+    assert result.returncode == 1
+    assert arguments.read_text().split() == [
+        "compare", nights.first.commit, nights.second.commit, "--results", str(work / "results"),
+        "--machine", MACHINE, "--format", "markdown", "--factor", "1.2"]
+    [annotation] = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert "samples_per_s | torch | ncf | fp32" in annotation and "forward_time" not in annotation
+    assert "REGRESSION" in result.summary and "within spread" in result.summary
+
+
+def test_check_fails_on_failed_benchmarks(nights, box, tmp_path) -> None:
+    work = tmp_path / "work"
+    shutil.copytree(nights.first.work, work)
+    (work / "asv-run-status").write_text("2\n")
+    result = bench(box, "check", "--work", str(work))
+    assert result.returncode == 2
+    assert "asv run exited with status 2" in result.summary
+
+
+def test_pull_request_measures_base_and_head(box) -> None:
+    """Base and head checked out and measured in turn, the checkout restored, then compared.
+    FWKERNELS_SELECT skips every combination (fast), so compare finds nothing in common."""
+    head = git("rev-parse", "HEAD", cwd=box.repo)
+    base = git("rev-parse", "HEAD~1", cwd=box.repo)
+    work = os.path.join(box.root, "pull-request")
+    result = bench(box, "pull-request", "--base", base, "--head", head, "--work", work,
+                   "--config", "asv.conf.json", "--python", sys.executable,
+                   env={"FWKERNELS_SELECT": "^nothing$"})
+    assert [n[:8] for n in result_files(os.path.join(work, "results", MACHINE))] == sorted([base[:8], head[:8]])
+    assert git("rev-parse", "HEAD", cwd=box.repo) == head
+    assert result.returncode == 2  # fwkernels compare: A and B have no benchmark in common
+    assert "no benchmark in common" in result.summary
+
+
+def test_pull_request_refuses_local_changes(box) -> None:
+    with open(os.path.join(box.repo, "README.md"), "a") as f:
+        f.write("local change\n")
+    try:
+        result = bench(box, "pull-request", "--base", "HEAD~1", "--head", "HEAD", "--work",
+                       os.path.join(box.root, "refused"), "--python", sys.executable)
+    finally:
+        git("checkout", "--quiet", "README.md", cwd=box.repo)
+    assert result.returncode != 0 and "local changes" in result.stderr
+
+
+def test_sessions_script_lists_every_nox_session() -> None:
+    """The CI matrix: one job per nox session, core, lint and each framework environment."""
+    result = subprocess.run(["bash", os.path.join(REPO, "scripts", "ci", "sessions.sh")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    [line] = result.stdout.splitlines()
+    assert line.startswith("sessions=")
+    sessions = json.loads(line[len("sessions="):])
+    spec = importlib.util.spec_from_file_location("noxfile", os.path.join(REPO, "noxfile.py"))
+    noxfile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(noxfile)  # needs nox, which lint installs
+    assert {"core", "lint", *noxfile.FRAMEWORK_ENVIRONMENTS} <= set(sessions)
+    assert len(sessions) == len(set(sessions))
