@@ -46,8 +46,8 @@ def _progress(r: Dict[str, Any]) -> str:
     return f"{what}: {r['samples_per_s']:.4g} ± {r['samples_per_s_std']:.2g} {r['unit']}/s"
 
 
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+def _number(value: float, digits: int = 4) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
 
 
 def _mib(value: Any) -> str:
@@ -73,7 +73,7 @@ def markdown(records: List[Dict[str, Any]], command: str) -> str:
             continue
         tflops = f"{r['achieved_tflops']:.3g}" if r.get("achieved_tflops") else "–"
         lines.append(
-            head + f"| {r['batch']} | {_number(r['samples_per_s'])} ± {_number(r['samples_per_s_std'])} "
+            head + f"| {r['batch']} | {_number(r['samples_per_s'])} ± {_number(r['samples_per_s_std'], 2)} "
             f"{r['unit']}/s | {100 * r['samples_per_s_cv']:.2f}% | {1e3 * r['step_time_s']:.1f} "
             f"| {1e3 * r['forward_backward_time_s']:.1f} | {1e3 * r['forward_time_s']:.1f} "
             f"| {_mib(r['peak_memory_bytes'])} / {_mib(r['forward_peak_memory_bytes'])} "
