@@ -21,6 +21,9 @@ FRAMEWORK_ENVIRONMENTS = {
     "tensorflow": (["tensorflow"], ["tensorflow-cpu==2.21.0"]),
     "mxnet": (["mxnet"], ["mxnet==1.9.1", "numpy==1.23.5"]),  # numpy >= 1.24 breaks mxnet
     "paddle": (["paddle"], ["paddlepaddle==3.3.1"]),
+    "keras-jax": (["keras-jax"], ["keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"]),
+    "keras-torch": (["keras-torch"], ["keras==3.15.1", "torch==2.13.0"]),  # the CPU build
+    "keras-tensorflow": (["keras-tensorflow"], ["keras==3.15.1", "tensorflow-cpu==2.21.0"]),
 }
 
 

@@ -43,9 +43,9 @@ def bench(box: SimpleNamespace, *args: str, env: Optional[Dict[str, str]] = None
     open(summary, "w").close()
     environ = {k: v for k, v in os.environ.items()
                if k not in ("GITHUB_TOKEN", "REGRESSION_FACTOR", "BENCH_PYTHON", "FWKERNELS_SELECT")}
+    search_path = [*(path or []), os.path.dirname(sys.executable), environ["PATH"]]
     environ.update(PROFILE, HOME=box.home, ASV_MACHINE=MACHINE, GITHUB_STEP_SUMMARY=summary,
-                   PATH=os.pathsep.join([*(path or []), os.path.dirname(sys.executable), environ["PATH"]]),
-                   **(env or {}))
+                   PATH=os.pathsep.join(search_path), **(env or {}))
     result = subprocess.run([sys.executable, os.path.join("scripts", "ci", "bench.py"), *args],
                             cwd=box.repo, env=environ, capture_output=True, text=True)
     with open(summary) as f:
@@ -60,6 +60,11 @@ def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 def result_files(directory: str) -> List[str]:
     return sorted(n for n in os.listdir(directory) if n.endswith(".json") and n != "machine.json")
+
+
+def commits_of(directory: str) -> List[str]:
+    """The short commits that name the result files of a directory."""
+    return [name[:8] for name in result_files(directory)]
 
 
 def checkout_results_branch(box: SimpleNamespace, name: str) -> str:
@@ -130,19 +135,19 @@ def test_first_night_measures_publishes_and_reports(nights) -> None:
 
 def test_results_branch_keeps_every_night(nights, box) -> None:
     log = git("log", "--format=%s", RESULTS_BRANCH, cwd=box.origin).splitlines()
-    assert log == [f"Nightly results of {MACHINE} at {nights.second.commit[:7]}",
-                   f"Nightly results of {MACHINE} at {nights.first.commit[:7]}",
+    assert log == [f"Nightly results of {MACHINE} at {nights.second.commit[:8]}",
+                   f"Nightly results of {MACHINE} at {nights.first.commit[:8]}",
                    "Nightly benchmark results"]
     branch = checkout_results_branch(box, "branch-after")
-    names = result_files(os.path.join(branch, "results", MACHINE))
-    assert [n[:8] for n in names] == sorted([nights.first.commit[:8], nights.second.commit[:8]])
-    assert [n[:8] for n in result_files(os.path.join(branch, "latest", MACHINE))] == [nights.second.commit[:8]]
+    assert commits_of(os.path.join(branch, "results", MACHINE)) == \
+        sorted([nights.first.commit[:8], nights.second.commit[:8]])
+    assert commits_of(os.path.join(branch, "latest", MACHINE)) == [nights.second.commit[:8]]
     assert len(os.listdir(os.path.join(branch, "records", MACHINE))) == 2
 
 
 def test_second_night_restores_history_and_compares(nights) -> None:
     night = nights.second
-    assert [n[:8] for n in result_files(os.path.join(night.work, "previous", MACHINE))] == [nights.first.commit[:8]]
+    assert commits_of(os.path.join(night.work, "previous", MACHINE)) == [nights.first.commit[:8]]
     assert len(result_files(os.path.join(night.work, "results", MACHINE))) == 2
     assert night.check.returncode == 0, night.check.stdout + night.check.stderr
     assert f"fwkernels compare {nights.first.commit[:8]} {night.commit[:8]}" in night.check.summary
@@ -151,7 +156,8 @@ def test_second_night_restores_history_and_compares(nights) -> None:
 
 def test_store_with_nothing_new_pushes_nothing(nights, box) -> None:
     before = git("rev-parse", RESULTS_BRANCH, cwd=box.origin)
-    result = ok(bench(box, "store", "--work", nights.second.work, "--branch-dir", nights.second.branch))
+    night = nights.second
+    result = ok(bench(box, "store", "--work", night.work, "--branch-dir", night.branch))
     assert "nothing new to store" in result.stdout
     assert git("rev-parse", RESULTS_BRANCH, cwd=box.origin) == before
 
@@ -215,7 +221,7 @@ def test_pull_request_measures_base_and_head(box) -> None:
     result = bench(box, "pull-request", "--base", base, "--head", head, "--work", work,
                    "--config", "asv.conf.json", "--python", sys.executable,
                    env={"FWKERNELS_SELECT": "^nothing$"})
-    assert [n[:8] for n in result_files(os.path.join(work, "results", MACHINE))] == sorted([base[:8], head[:8]])
+    assert commits_of(os.path.join(work, "results", MACHINE)) == sorted([base[:8], head[:8]])
     assert git("rev-parse", "HEAD", cwd=box.repo) == head
     assert result.returncode == 2  # fwkernels compare: A and B have no benchmark in common
     assert "no benchmark in common" in result.summary

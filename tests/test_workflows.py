@@ -150,7 +150,8 @@ def test_self_hosted_runner_runs_only_trusted_code() -> None:
     """The GPU runner: scheduled or dispatched runs of this repository, or a pull request's
     branch of this repository after a maintainer's label; never a fork's code."""
     gpu_jobs = [(w, n, j) for w, n, j in jobs() if "self-hosted" in j["runs-on"]]
-    assert {(w, n) for w, n, _ in gpu_jobs} == {("nightly.yml", "measure"), ("pr-benchmarks.yml", "compare")}
+    assert {(w, n) for w, n, _ in gpu_jobs} == {("nightly.yml", "measure"),
+                                                ("pr-benchmarks.yml", "compare")}
     for workflow, name, job in gpu_jobs:
         assert job["runs-on"] == GPU_RUNNER, (workflow, name)
         triggers = load(os.path.join(REPO, ".github", "workflows", workflow))["on"]

@@ -71,6 +71,9 @@ def unavailable_reason(name: str) -> Optional[str]:
         return "no backend in this fwkernels version"
     if importlib.util.find_spec(info.package) is None:
         return f"{info.package} is not installed in this environment"
+    keras_backend = dict(info.options).get("backend")  # its name is its package's import name
+    if keras_backend and importlib.util.find_spec(keras_backend) is None:
+        return f"{keras_backend} (the Keras backend) is not installed in this environment"
     return None
 
 

@@ -34,7 +34,7 @@ from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS, Mode
 
 LABEL_SMOOTHING = 0.1
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
-BN_MOMENTUM = 0.9  # Keras keeps momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
+BN_MOMENTUM = 0.9  # Keras: momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
 
 
 def build(name: str, small: bool = False) -> keras.Model:

@@ -1,4 +1,4 @@
-"""TensorFlow 2 backend: the Keras 3 models of keras_models.py, trained by a native tf.function step.
+"""TensorFlow 2 backend: the Keras 3 models of keras_models.py, trained by a native tf.function.
 
 Modes: "function" compiles the training step with ``tf.function`` (TensorFlow's
 graph executor, no XLA); "xla" adds ``jit_compile=True``.  Layout is NHWC.
@@ -178,10 +178,11 @@ class Backend(base.Backend):
         info: Dict[str, Optional[str]] = {"keras_version": keras.__version__}
         if device == "cuda":
             build = tf.sysconfig.get_build_info()
-            gpu = tf.config.list_physical_devices("GPU")[0]
+            details = tf.config.experimental.get_device_details(
+                tf.config.list_physical_devices("GPU")[0])
             info.update(cuda_version=build.get("cuda_version"),
                         cudnn_version=build.get("cudnn_version"),
-                        device_name=tf.config.experimental.get_device_details(gpu).get("device_name"),
+                        device_name=details.get("device_name"),
                         driver_version=base.nvidia_driver_version())
         return info
 

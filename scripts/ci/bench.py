@@ -84,14 +84,14 @@ def write_config(source: str, work: str, env_dir: Optional[str], branch: str) ->
     """work/asv.conf.json: `source` with results and site in `work`, repository and suite here."""
     from asv.util import load_json  # the tools venv's asv reads the comments of asv.conf.json
 
-    path = source if os.path.isabs(source) else os.path.join(ROOT, source)
+    path = os.path.join(ROOT, source)
     if not os.path.exists(path):
-        sys.exit(f"no asv configuration {source!r} here; choose one of: "
-                 + ", ".join(sorted(n for n in os.listdir(ROOT) if n.startswith("asv.") and n.endswith(".json"))))
+        choices = sorted(n for n in os.listdir(ROOT) if n.startswith("asv.") and n.endswith(".json"))
+        sys.exit(f"no asv configuration {source!r} here; choose one of: {', '.join(choices)}")
     conf = load_json(path, js_comments=True)
-    conf.update(repo=ROOT, branches=[branch], benchmark_dir=os.path.join(ROOT, conf["benchmark_dir"]),
-                env_dir=os.path.abspath(env_dir) if env_dir else os.path.join(ROOT, conf["env_dir"]),
-                results_dir="results", html_dir="html")
+    conf.update(repo=ROOT, branches=[branch], results_dir="results", html_dir="html",
+                benchmark_dir=os.path.join(ROOT, conf["benchmark_dir"]),
+                env_dir=os.path.abspath(env_dir or os.path.join(ROOT, conf["env_dir"])))
     os.makedirs(work, exist_ok=True)
     config = os.path.join(work, "asv.conf.json")
     with open(config, "w") as f:
@@ -106,15 +106,17 @@ def asv(config: str, *args: str, check: bool = True, env: Optional[Dict[str, str
 
 def existing_environment(python: str, commit: str) -> Dict[str, str]:
     """What the suite needs in an `-E existing` environment, to which asv passes our environment
-    but none of its ASV_* variables: the commit and environment name (they name the records
-    file beside asv's result file), and fwkernels from this checkout first on the path (asv's
-    benchmark process honours ASV_PYTHONPATH; the measurement workers it starts, PYTHONPATH)."""
+    but not its ASV_COMMIT and ASV_ENV_NAME: the commit and asv's name of the environment (they
+    name the records file beside asv's result file, fwkernels/suite.py), and fwkernels from this
+    checkout first on the path (asv's benchmark process honours ASV_PYTHONPATH; the measurement
+    workers it starts, PYTHONPATH)."""
     from asv.environment import get_env_name
 
     executable = os.path.abspath(shutil.which(python) or python)
     name = get_env_name("existing", executable.replace(os.path.sep, "_"), {}, {})
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    return {"ASV_COMMIT": commit, "ASV_ENV_NAME": name, "ASV_PYTHONPATH": path, "PYTHONPATH": path}
+    return {"FWKERNELS_COMMIT": commit, "FWKERNELS_ENV_NAME": name,
+            "ASV_PYTHONPATH": path, "PYTHONPATH": path}
 
 
 def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
@@ -134,7 +136,8 @@ def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
     else:
         options.append(f"{commit}^!")
     status = asv(config, "run", *options, check=False, env=env)
-    written = [name for name, digest in fingerprints(machine_dir).items() if before.get(name) != digest]
+    after = fingerprints(machine_dir)
+    written = [name for name in after if before.get(name) != after[name]]
     latest = os.path.join(work, "latest", args.machine)
     shutil.rmtree(latest, ignore_errors=True)
     os.makedirs(latest)
@@ -154,17 +157,18 @@ def publish(work: str, machine: str) -> None:
                              "--machine", machine, "--html-dir", os.path.join(work, "html")],
                             capture_output=True, text=True)
     print(report.stderr, file=sys.stderr, end="")
-    summary(f"### fwkernels report, machine {machine}\n\n```text\n{(report.stdout or report.stderr).rstrip()}\n```\n")
+    table = (report.stdout or report.stderr).rstrip()
+    summary(f"### fwkernels report, machine {machine}\n\n```text\n{table}\n```\n")
     if report.returncode != 0:
         sys.exit(f"fwkernels report exited with status {report.returncode}")
 
 
 def commit_of(directory: str) -> Optional[str]:
     """The commit of the asv result files in a directory (None: no results there)."""
-    from fwkernels.results import load_json
-
-    commits = {load_json(os.path.join(directory, name))["commit_hash"]
-               for name in fingerprints(directory)}
+    commits = set()
+    for name in fingerprints(directory):
+        with open(os.path.join(directory, name)) as f:
+            commits.add(json.load(f)["commit_hash"])  # json reads asv's bare NaN too
     if len(commits) > 1:
         sys.exit(f"{directory} holds results of several commits: {', '.join(sorted(commits))}")
     return commits.pop() if commits else None
@@ -244,9 +248,10 @@ def cmd_store(args: argparse.Namespace) -> int:
     if not git("status", "--porcelain", cwd=branch_dir):
         print("nothing new to store")
         return 0
-    commit = git("rev-parse", "--short", "HEAD")
+    commit = commit_of(latest) or "unknown commit"
+    message = f"Nightly results of {args.machine} at {commit[:8]}"
     git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
-        "commit", "--quiet", "-m", f"Nightly results of {args.machine} at {commit}", cwd=branch_dir)
+        "commit", "--quiet", "-m", message, cwd=branch_dir)
     env = dict(os.environ)
     token = env.pop("GITHUB_TOKEN", "")
     if token:  # as actions/checkout does it, in the environment, never on a command line
@@ -255,7 +260,8 @@ def cmd_store(args: argparse.Namespace) -> int:
         env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.https://github.com/.extraheader",
                    GIT_CONFIG_VALUE_0=f"AUTHORIZATION: basic {header}")
     branch = git("rev-parse", "--abbrev-ref", "HEAD", cwd=branch_dir)
-    return run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"], cwd=branch_dir, env=env)
+    return run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
+               cwd=branch_dir, env=env)
 
 
 def cmd_pull_request(args: argparse.Namespace) -> int:
@@ -270,10 +276,14 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
     try:
         for commit in (base, head):
             git("checkout", "--quiet", "--detach", commit)
-            measure_commit(args, work, commit)
+            asv_status = measure_commit(args, work, commit)
     finally:
         git("checkout", "--quiet", "--detach", original)
-    return compare(work, args.machine, base, head, args.factor)
+    status = compare(work, args.machine, base, head, args.factor)
+    if asv_status != 0:
+        summary(f"asv run at the head exited with status {asv_status}: some benchmarks failed "
+                "(their reasons are in the records of the work directory).\n")
+    return status or asv_status
 
 
 # ---------------------------------------------------------------- command line
@@ -282,9 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
 
-    def suite_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--machine", default=os.environ.get("ASV_MACHINE"), required=not os.environ.get("ASV_MACHINE"),
+    def machine_option(p: argparse.ArgumentParser) -> None:
+        machine = os.environ.get("ASV_MACHINE")
+        p.add_argument("--machine", default=machine, required=not machine,
                        help="asv machine name, results/<machine>/ (default: $ASV_MACHINE)")
+
+    def suite_options(p: argparse.ArgumentParser) -> None:
+        machine_option(p)
         p.add_argument("--work", required=True, help="work directory (layout: see the docstring)")
         p.add_argument("--config", default="asv.gpu.conf.json", help="asv configuration")
         p.add_argument("--python", default=os.environ.get("BENCH_PYTHON") or None,
@@ -311,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("store", help=cmd_store.__doc__)
     p.add_argument("--work", required=True)
     p.add_argument("--branch-dir", required=True, help="checkout of the results branch")
-    p.add_argument("--machine", default=os.environ.get("ASV_MACHINE"), required=not os.environ.get("ASV_MACHINE"))
+    machine_option(p)
     p.set_defaults(func=cmd_store)
 
     p = sub.add_parser("pull-request", help=cmd_pull_request.__doc__)
