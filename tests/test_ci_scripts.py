@@ -163,14 +163,19 @@ def test_store_with_nothing_new_pushes_nothing(nights, box) -> None:
 
 
 def test_store_echoes_no_token(nights, box, tmp_path) -> None:
-    branch = checkout_results_branch(box, "branch-token")
-    work = tmp_path / "work"
-    shutil.copytree(nights.second.work, work)
-    os.remove(work / "latest" / MACHINE / result_files(str(work / "latest" / MACHINE))[0])
+    """A push with GITHUB_TOKEN set, to a copy of the results repository rewound to its start."""
+    origin = str(tmp_path / "origin.git")
+    git("clone", "--quiet", "--bare", box.origin, origin, cwd=str(tmp_path))
+    start = git("rev-list", "--max-parents=0", RESULTS_BRANCH, cwd=origin)
+    git("update-ref", f"refs/heads/{RESULTS_BRANCH}", start, cwd=origin)
+    branch = str(tmp_path / "branch")
+    git("clone", "--quiet", "--branch", RESULTS_BRANCH, origin, branch, cwd=str(tmp_path))
     token = "ghs_notarealtoken0123456789"
-    result = ok(bench(box, "store", "--work", str(work), "--branch-dir", branch,
+    result = ok(bench(box, "store", "--work", nights.second.work, "--branch-dir", branch,
                       env={"GITHUB_TOKEN": token}))
     assert token not in result.stdout + result.stderr
+    assert git("log", "-1", "--format=%s", RESULTS_BRANCH, cwd=origin) == \
+        f"Nightly results of {MACHINE} at {nights.second.commit[:8]}"
 
 
 def test_check_fails_and_names_the_regressions(nights, box, tmp_path) -> None:

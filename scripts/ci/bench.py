@@ -248,7 +248,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     if not git("status", "--porcelain", cwd=branch_dir):
         print("nothing new to store")
         return 0
-    commit = commit_of(latest) or "unknown commit"
+    commit = commit_of(latest) or "unknown"
     message = f"Nightly results of {args.machine} at {commit[:8]}"
     git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
         "commit", "--quiet", "-m", message, cwd=branch_dir)
