@@ -72,6 +72,20 @@ _ONE_BIAS_LSTM = (
     "native LSTM carries one bias vector per gate set (PyTorch, MXNet, Paddle carry two)",
 )
 
+# Layer tables shared by every backend's definitions ("M" = 2x2 max pool in the VGGs,
+# 3x3/2 max pool between GoogLeNet's inception stages).
+VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
+VGG_19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
+          512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
+# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
+GOOGLENET_BLOCKS = [
+    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
+    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
+    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
+    (256, (160, 320), (32, 128), 128), "M",
+    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
+]
+
 _IMAGE_224 = {"image": (3, 224, 224)}
 _IMAGE_SMALL = {"image": (3, 64, 64)}
 

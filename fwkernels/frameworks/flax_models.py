@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
+                              VGG_19, VGG_A)
 
 Dtype = Any
 PARAM_DTYPE = jnp.float32
@@ -28,18 +29,6 @@ PARAM_DTYPE = jnp.float32
 torch_default_init = nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
 # torchvision's ResNet, VGG and MobileNet convolutions (kaiming_normal, fan_out, relu).
 kaiming_fan_out = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
-VGG_E = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",  # vgg19
-         512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
-# The next two tables are torch_models.py's, repeated since importing that module imports torch.
-VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
-# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
-GOOGLENET_BLOCKS = [
-    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
-    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
-    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
-    (256, (160, 320), (32, 128), 128), "M",
-    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
-]
 
 
 def conv2d(features: int, kernel: int, stride: int = 1, padding: int = 0, *, dtype: Dtype,
@@ -138,7 +127,7 @@ class VGG19(nn.Module):
 
     @nn.compact
     def __call__(self, image: jax.Array, train: bool = False) -> jax.Array:
-        x = vgg_features(image, VGG_E, self.dtype, kaiming_fan_out)
+        x = vgg_features(image, VGG_19, self.dtype, kaiming_fan_out)
         x = flatten(adaptive_avg_pool(x, 7))
         return Classifier((4096, 4096), dropout="after", hidden_init=nn.initializers.normal(0.01),
                           dtype=self.dtype)(x, train)

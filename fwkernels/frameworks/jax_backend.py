@@ -288,8 +288,11 @@ class Backend(base.Backend):
         return JaxWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
+        info = {"xla_flags": os.environ.get("XLA_FLAGS"),
+                "xla_cpu_threads": os.environ.get(THREADS_VARIABLE)}
         if device != "cuda":
-            return {}
+            return info
         gpu = jax_device(device)
-        return {"device_name": gpu.device_kind, "platform_version": gpu.client.platform_version,
+        return {**info, "device_name": gpu.device_kind,
+                "platform_version": getattr(gpu.client, "platform_version", None),
                 "driver_version": base.nvidia_driver_version()}

@@ -30,7 +30,8 @@ import numpy as np
 from keras import layers, ops
 
 from fwkernels.frameworks.base import RunConfig
-from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS, ModelSpec, get_model
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
+                              VGG_19, VGG_A, ModelSpec, get_model)
 
 LABEL_SMOOTHING = 0.1
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
@@ -182,10 +183,6 @@ def alexnet(x):
     return classifier(x, [4096, 4096], dropout=0.5, dropout_first=True)
 
 
-VGG19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
-         512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
-
-
 def vgg_features(x, config: Sequence):
     for v in config:
         x = max_pool(x, 2, 2) if v == "M" else conv(x, int(v), 3, 1, 1)
@@ -193,7 +190,7 @@ def vgg_features(x, config: Sequence):
 
 
 def vgg19(x):
-    x = adaptive_avg_pool(vgg_features(x, VGG19), 7)
+    x = adaptive_avg_pool(vgg_features(x, VGG_19), 7)
     return classifier(x, [4096, 4096], dropout=0.5)
 
 
@@ -265,21 +262,10 @@ def overfeat(x):
 
 
 # The VGG-A and GoogLeNet tables of torch_models.py, repeated: importing it would import torch.
-VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 
 
 def vgg_a(x):
     return classifier(vgg_features(x, VGG_A), [4096, 4096])
-
-
-# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
-GOOGLENET_BLOCKS = [
-    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
-    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
-    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
-    (256, (160, 320), (32, 128), 128), "M",
-    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
-]
 
 
 def inception(x, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int):

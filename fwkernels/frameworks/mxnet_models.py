@@ -12,20 +12,10 @@ from typing import Callable, Dict, Sequence
 import mxnet as mx
 from mxnet.gluon import HybridBlock, nn, rnn
 
-from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
+                              VGG_19, VGG_A)
 
 # The layer tables of torch_models.py (not imported from there: it imports torch).
-VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
-# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
-GOOGLENET_BLOCKS = [
-    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
-    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
-    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
-    (256, (160, 320), (32, 128), 128), "M",
-    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
-]
-VGG_19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
-          512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
 
 
 def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:

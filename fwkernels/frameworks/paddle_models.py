@@ -19,7 +19,8 @@ from typing import List, Sequence
 import paddle
 from paddle import nn
 
-from fwkernels.models import GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
+                              VGG_A)
 
 VISION_MODELS = ("vgg19", "resnet50", "mobilenet_v2")
 
@@ -100,9 +101,6 @@ def overfeat() -> nn.Layer:
     )
 
 
-VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
-
-
 def vgg_a() -> nn.Layer:
     """VGG configuration A (11 weight layers), no batch norm; input 224."""
     layers: List[nn.Layer] = []
@@ -114,16 +112,6 @@ def vgg_a() -> nn.Layer:
             layers += _conv_relu(channels, int(v), 3, 1, 1)
             channels = int(v)
     return nn.Sequential(*layers, _classifier(512 * 7 * 7, [4096, 4096]))
-
-
-# (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
-GOOGLENET_BLOCKS = [
-    (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",
-    (192, (96, 208), (16, 48), 64), (160, (112, 224), (24, 64), 64),
-    (128, (128, 256), (24, 64), 64), (112, (144, 288), (32, 64), 64),
-    (256, (160, 320), (32, 128), 128), "M",
-    (256, (160, 320), (32, 128), 128), (384, (192, 384), (48, 128), 128),
-]
 
 
 class Inception(nn.Layer):
