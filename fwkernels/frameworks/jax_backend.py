@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import warnings
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -33,8 +34,24 @@ COMPUTE_DTYPE = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16}
 # the client is created; XLA_FLAGS has no thread-count flag, only multi-threading
 # on or off (--xla_cpu_multi_thread_eigen).
 THREADS_VARIABLE = "PJRT_NPROC"
+EIGEN_THREAD_NAME = "tf_XLAEigen"  # how the pool's threads are named
 
 State = Dict[str, Any]
+
+
+def xla_cpu_threads() -> Optional[int]:
+    """Threads of XLA's CPU intra-op pool, counted by name (Linux); None before the client exists."""
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        return None
+    names = []
+    for task in os.listdir(tasks):
+        try:
+            with open(f"{tasks}/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return names.count(EIGEN_THREAD_NAME) or None
 
 
 def jax_device(device: str) -> jax.Device:
@@ -271,11 +288,10 @@ class Backend(base.Backend):
     def set_threads(self, threads: int) -> None:
         from jax._src import xla_bridge
 
-        if xla_bridge.backends_are_initialized():
-            current = os.environ.get(THREADS_VARIABLE)
-            if current != str(threads):
-                raise RuntimeError(f"XLA's CPU client already runs with {THREADS_VARIABLE}="
-                                   f"{current}; set threads before the first computation")
+        if xla_bridge.backends_are_initialized():  # too late: the pool exists (read back below)
+            if xla_cpu_threads() not in (None, threads):
+                warnings.warn(f"XLA's CPU client already runs {xla_cpu_threads()} threads; "
+                              f"set_threads({threads}) comes after the first computation")
             return
         os.environ[THREADS_VARIABLE] = str(threads)
 
@@ -288,8 +304,7 @@ class Backend(base.Backend):
         return JaxWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        info = {"xla_flags": os.environ.get("XLA_FLAGS"),
-                "xla_cpu_threads": os.environ.get(THREADS_VARIABLE)}
+        info = {"xla_flags": os.environ.get("XLA_FLAGS"), "xla_cpu_threads": xla_cpu_threads()}
         if device != "cuda":
             return info
         gpu = jax_device(device)
