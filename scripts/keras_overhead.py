@@ -1,15 +1,18 @@
 """Keras overhead: keras-X against the native framework X of the same backend, same environment.
 
-    python scripts/keras_overhead.py BACKEND [--models alexnet_owt,googlenet,ncf]
+    python scripts/keras_overhead.py BACKEND [--models alexnet_owt,googlenet,ncf] [--repeats 1]
         [--device cpu] [--precision fp32] [--jsonl FILE] [--markdown FILE]
 
 BACKEND is jax, torch or tensorflow: the pair measured is (BACKEND, keras-BACKEND),
 both with ``fwkernels.runner.measure`` (fresh worker processes, the same batch,
-precision, threads and window protocol), one model after the other so that a
-change of machine load hits both alike.  The environment must hold both
-(jax: flax and optax as well; torch: torchvision for the torchvision models).
+precision, threads and window protocol), one right after the other so that a
+change of machine load hits both alike; ``--repeats N`` measures each pair N
+times in turn.  The environment must hold both (jax: flax and optax as well;
+torch: torchvision for the torchvision models).
 
-The ratios are keras / native: below 1 Keras is slower.  What each side runs
+The ratios are keras / native throughput (time ratios inverted): below 1 Keras
+is slower.  Each cell is the median over the repeats, with the lowest and
+highest ratio in brackets when there are several.  What each side runs
 (docs/keras.md): native jax is Flax + optax under one jax.jit, native torch is
 torch.nn eager, native tensorflow is the same Keras model under a hand-written
 tf.function step; keras-X is model.compile + train_on_batch / predict_on_batch.
@@ -18,24 +21,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import time
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional, Tuple
 
 DEFAULT_MODELS = "alexnet_owt,googlenet,ncf"  # none needs torchvision
 
 
-def _ratio(keras: Dict[str, Any], native: Dict[str, Any], key: str, higher_is_better: bool) -> str:
+def _ratio(keras: Dict[str, Any], native: Dict[str, Any], key: str) -> Optional[float]:
+    """keras / native for a throughput key, native / keras for a time key; None if either failed."""
     if keras.get("status") != "ok" or native.get("status") != "ok":
+        return None
+    return native[key] / keras[key] if key.endswith("time_s") else keras[key] / native[key]
+
+
+def _ratio_cell(pairs: List[Tuple[Dict, Dict]], key: str) -> str:
+    ratios = sorted(r for r in (_ratio(k, n, key) for n, k in pairs) if r is not None)
+    if not ratios:
         return "–"
-    value = keras[key] / native[key] if higher_is_better else native[key] / keras[key]
-    return f"{value:.2f}"
+    cell = f"{statistics.median(ratios):.2f}"
+    return cell if len(ratios) == 1 else f"{cell} ({ratios[0]:.2f}–{ratios[-1]:.2f})"
 
 
-def _throughput(record: Dict[str, Any]) -> str:
-    if record.get("status") != "ok":
-        return f"{record.get('status', '?').upper()}: {record.get('error', '')}"
-    return f"{record['samples_per_s']:,.4g} ± {record['samples_per_s_std']:.2g} {record['unit']}/s"
+def _throughput(records: List[Dict[str, Any]]) -> str:
+    """The median repeat's training throughput, mean ± std over its windows."""
+    ok = sorted((r for r in records if r.get("status") == "ok"), key=lambda r: r["samples_per_s"])
+    if not ok:
+        return f"{records[0].get('status', '?').upper()}: {records[0].get('error', '')}"
+    r = ok[(len(ok) - 1) // 2]
+    return f"{r['samples_per_s']:,.4g} ± {r['samples_per_s_std']:.2g} {r['unit']}/s"
 
 
 def main() -> int:
@@ -47,6 +63,7 @@ def main() -> int:
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--repeats", type=int, default=1, help="pairs measured per model")
     parser.add_argument("--jsonl", help="append every record here")
     parser.add_argument("--markdown", help="write the table here too")
     args = parser.parse_args()
@@ -62,32 +79,41 @@ def main() -> int:
              f"| model | batch | {native} train | {keras} train | train keras/native "
              "| fwd+bwd keras/native | forward keras/native |", "|---|---|---|---|---|---|---|"]
     versions: Dict[str, str] = {}
+    load_before = os.getloadavg()
     start = time.perf_counter()
+    ok_record: Dict[str, Any] = {}
     for model in args.models.split(","):
-        records = {}
-        for framework in (native, keras):
-            try:
-                record = measure(framework, model, device=args.device, precision=args.precision)
-            except InvalidRequest as error:
-                record = {"framework": framework, "model": model, "status": "n/a",
-                          "error": str(error)}
-            records[framework] = record
-            versions.setdefault(framework, record.get("framework_version", "?"))
-            if args.jsonl:
-                with open(args.jsonl, "a") as f:
-                    f.write(json.dumps(record, default=str) + "\n")
-        n, k = records[native], records[keras]
-        lines.append(f"| {model} | {k.get('batch', '–')} | {_throughput(n)} | {_throughput(k)} "
-                     f"| {_ratio(k, n, 'samples_per_s', True)} "
-                     f"| {_ratio(k, n, 'forward_backward_time_s', False)} "
-                     f"| {_ratio(k, n, 'forward_time_s', False)} |")
+        pairs = []
+        for _ in range(args.repeats):
+            pair = []
+            for framework in (native, keras):
+                try:
+                    record = measure(framework, model, device=args.device,
+                                     precision=args.precision)
+                except InvalidRequest as error:
+                    record = {"framework": framework, "model": model, "status": "n/a",
+                              "error": str(error)}
+                pair.append(record)
+                versions.setdefault(framework, record.get("framework_version", "?"))
+                if record.get("status") == "ok":
+                    ok_record = record
+                if args.jsonl:
+                    with open(args.jsonl, "a") as f:
+                        f.write(json.dumps(record, default=str) + "\n")
+            pairs.append(tuple(pair))
+        lines.append(f"| {model} | {pairs[0][1].get('batch', '–')} "
+                     f"| {_throughput([n for n, _ in pairs])} | {_throughput([k for _, k in pairs])} "
+                     f"| {_ratio_cell(pairs, 'samples_per_s')} "
+                     f"| {_ratio_cell(pairs, 'forward_backward_time_s')} "
+                     f"| {_ratio_cell(pairs, 'forward_samples_per_s')} |")
         print(lines[-1], file=sys.stderr, flush=True)
-    first = next((r for r in records.values() if r.get("status") == "ok"), {})
+    load_after = os.getloadavg()
     lines += ["", f"{native} {versions.get(native)}; {keras} {versions.get(keras)}; "
-              f"{args.device}, {args.precision}, {first.get('threads', '?')} threads, "
-              f"{first.get('cpu', '')}. Ratios are throughput ratios (time ratios inverted): "
-              "below 1 means Keras is slower.", "",
-              f"Wall time: {time.perf_counter() - start:.0f} s."]
+              f"{args.device}, {args.precision}, {ok_record.get('threads', '?')} threads, "
+              f"{ok_record.get('cpu', '')}; {args.repeats} pair(s) per model.", "",
+              f"Wall time: {time.perf_counter() - start:.0f} s; load average (1, 5, 15 min) "
+              f"{' '.join(f'{v:.1f}' for v in load_before)} before, "
+              f"{' '.join(f'{v:.1f}' for v in load_after)} after."]
     text = "\n".join(lines) + "\n"
     if args.markdown:
         with open(args.markdown, "w") as f:

@@ -168,6 +168,7 @@ class JaxWorkload(base.Workload):
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
         self._lowered: Dict[str, Any] = {}
+        self._loops: Dict[str, bool] = {}  # whether a program has a scan or while loop
         self._compiled: Dict[str, Any] = {}
         self._loss: jax.Array = jnp.zeros(())
         self._pending: Any = None
@@ -211,8 +212,10 @@ class JaxWorkload(base.Workload):
                 "forward": (self._forward, (), ())}[name]
             with jax.default_matmul_precision(self.matmul_precision):
                 self.traced_precision = jax.config.jax_default_matmul_precision
-                self._lowered[name] = jax.jit(function, donate_argnums=donate).lower(
+                traced = jax.jit(function, donate_argnums=donate).trace(
                     self.state, self.inputs, *args)
+                self._loops[name] = bool(re.search(r"\b(scan|while)\[", str(traced.jaxpr)))
+                self._lowered[name] = traced.lower()
         return self._lowered[name]
 
     def _compiled_step(self, name: str):
@@ -265,8 +268,14 @@ class JaxWorkload(base.Workload):
         return stats.get("peak_bytes_in_use") if stats else None
 
     def flops_per_step(self) -> Optional[float]:
-        """XLA's cost analysis of the compiled training step (forward, backward, update)."""
+        """XLA's cost analysis of the compiled training step (forward, backward, update).
+
+        None where the program loops (GNMT's scanned LSTMs): the analysis counts a
+        loop's body once, not once per time step.
+        """
         analysis = self._compiled_step("train").cost_analysis()
+        if self._loops["train"]:
+            return None
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else None
         flops = (analysis or {}).get("flops")
