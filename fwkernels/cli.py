@@ -21,6 +21,7 @@ def list_entries() -> Dict[str, List[Dict[str, Any]]]:
         reason = unavailable_reason(info.name)
         frameworks.append({"name": info.name, "title": info.title, "modes": list(info.modes),
                            "available": reason is None, "reason": reason,
+                           "package": info.package,
                            "version": None if reason else _installed_version(info.package)})
     models = [{"name": m.name, "title": m.title, "source": m.source, "task": m.task,
                "unit": m.unit, "params": m.params, "batch_gpu": m.batch_gpu,
@@ -51,7 +52,8 @@ def cmd_list(args: argparse.Namespace) -> int:
               f"  batch gpu/cpu {m['batch_gpu']}/{m['batch_cpu']}  ({m['source']})")
     print("Frameworks:")
     for f in entries["frameworks"]:
-        state = f"available {f['version']}" if f["available"] else f"unavailable: {f['reason']}"
+        state = (f"available ({f['package']} {f['version']})" if f["available"]
+                 else f"unavailable: {f['reason']}")
         print(f"  {f['name']:<17} {f['title']:<21} modes {','.join(f['modes']):<36} {state}")
     return 0
 

@@ -39,7 +39,7 @@ _FRAMEWORKS = [
     FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle_backend", ("dynamic", "static")),
     FrameworkInfo("chainer", "Chainer", "chainer", "chainer_backend", ("define_by_run",)),
     FrameworkInfo("cntk", "CNTK", "cntk", "cntk_backend", ("graph",)),
-    FrameworkInfo("jax", "JAX/Flax", "jax", "jax_backend", ("jit",)),
+    FrameworkInfo("jax", "JAX/Flax", "flax", "jax_backend", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras_backend", ("jit",),
                   (("backend", "jax"),)),
     FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras_backend", ("eager",),
