@@ -290,9 +290,10 @@ def memory_table(report: Report, precision: str) -> Table:
         title=f"Peak memory, forward-only / training step (MiB), {precision}, {report.machine}",
         headers=["framework"] + [MODELS[m].title for m in models],
         caption="The MXNet paper's memory figure: forward-only (prediction) / training "
-                "(forward, backward and update), each phase in its own process. GPU: the "
-                "framework allocator's peak; CPU: process peak RSS above the baseline after "
-                "import (so it includes weights, inputs and the allocator's slack).",
+                "(forward, backward and update). GPU: the framework allocator's peak, forward "
+                "read before training in one process; CPU: each phase in its own process, peak "
+                "RSS above the baseline after import (so it includes weights, inputs and the "
+                "allocator's slack).",
         anchor=f"memory-{precision}")
     for row in report.rows:
         cells = [Cell(row.label)]

@@ -1,11 +1,14 @@
-"""One measurement phase in a fresh process.
+"""Measurement phases in a fresh process.
 
     python -m fwkernels.worker REQUEST_JSON RESULT_PATH
 
-A fresh process per phase makes the CPU memory figure honest (peak RSS above
-the baseline taken after the framework import) and keeps a crash, OOM or NaN
-inside one measurement.  ``fwkernels.runner`` starts it; the result is a JSON
-file, since frameworks write their own noise to stdout.
+The request's ``phases`` ("train", "forward") run in order on one workload.
+On the CPU the runner starts one process per phase, which makes the memory
+figure honest (peak RSS above the baseline taken after the framework import);
+a fresh process also keeps a crash, OOM or NaN inside one measurement.
+``fwkernels.runner`` starts it; the result is a JSON file, since frameworks
+write their own noise to stdout.  A failure keeps the figures of the phases
+that finished before it.
 """
 from __future__ import annotations
 
@@ -44,22 +47,24 @@ def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
                        target_window_s=request["window_seconds"], check=check)
 
 
-def run_phase(request: Dict[str, Any]) -> Dict[str, Any]:
-    """Build the workload and time one phase: "train" or "forward"."""
+def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
+    """Build the workload and time each of ``request["phases"]`` into ``out``."""
     backend = load_backend(request["framework"])
-    out: Dict[str, Any] = {"framework_version": backend.version()}
+    out["framework_version"] = backend.version()
     backend.set_threads(request["threads"])
     device = request["device"]
     if not backend.device_available(device):
         usable = [d for d in DEVICES if backend.device_available(d)]
-        return {"status": "invalid", "error": f"device {device!r} is not available to "
-                f"{backend.name} here; available devices: {', '.join(usable)}"}
+        out.update(status="invalid", error=f"device {device!r} is not available to "
+                   f"{backend.name} here; available devices: {', '.join(usable)}")
+        return
     out.update(backend.runtime_info(device))
     config = RunConfig(model=get_model(request["model"]), batch=request["batch"], device=device,
                        precision=request["precision"], mode=request["mode"])
     reason = backend.unsupported_reason(config)
     if reason:
-        return {"status": "n/a", "error": reason, **out}
+        out.update(status="n/a", error=reason)
+        return
     request = dict(request, samples_per_step=config.samples_per_step)
 
     baseline_rss = current_rss_bytes()
@@ -68,28 +73,35 @@ def run_phase(request: Dict[str, Any]) -> Dict[str, Any]:
     out["build_s"] = time.perf_counter() - start
     out["params"] = workload.params
     out["precision_settings"] = workload.precision_settings()
-
-    if request["phase"] == "train":
-        check = finite_loss_check(workload.loss)
-        train = _timed(workload, workload.train_step, request, check)
-        out.update(train.summary("samples_per_s"))
-        out.update(window_samples_per_s=train.window_samples_per_s, step_time_s=train.step_time_s,
-                   steps_per_window=train.steps, warmup_s=train.warmup_s)
-        fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
-        out["forward_backward_time_s"] = fwd_bwd.step_time_s
-        out["loss"] = workload.loss()
-        memory = _peak_memory(workload, baseline_rss)
-        out.update(peak_memory_bytes=memory["bytes"], peak_memory_source=memory["source"])
-        out["flops_per_step"] = workload.flops_per_step()
-    else:
-        forward = _timed(workload, workload.forward, request)
-        out.update(forward.summary("forward_samples_per_s"))
-        out.update(forward_time_s=forward.step_time_s, forward_warmup_s=forward.warmup_s)
-        memory = _peak_memory(workload, baseline_rss)
-        out["forward_peak_memory_bytes"] = memory["bytes"]
-    out.update(workload.extra_figures(request["phase"]))
+    for phase in request["phases"]:
+        out["running_phase"] = phase
+        out.update(PHASES[phase](workload, request, baseline_rss))
+        out.update(workload.extra_figures(phase))
+    del out["running_phase"]
     out["status"] = "ok"
-    return out
+
+
+def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:
+    check = finite_loss_check(workload.loss)
+    train = _timed(workload, workload.train_step, request, check)
+    fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
+    memory = _peak_memory(workload, baseline_rss)
+    return {**train.summary("samples_per_s"),
+            "window_samples_per_s": train.window_samples_per_s, "step_time_s": train.step_time_s,
+            "steps_per_window": train.steps, "warmup_s": train.warmup_s,
+            "forward_backward_time_s": fwd_bwd.step_time_s, "loss": workload.loss(),
+            "peak_memory_bytes": memory["bytes"], "peak_memory_source": memory["source"],
+            "flops_per_step": workload.flops_per_step()}
+
+
+def forward_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:
+    forward = _timed(workload, workload.forward, request)
+    return {**forward.summary("forward_samples_per_s"), "forward_time_s": forward.step_time_s,
+            "forward_warmup_s": forward.warmup_s,
+            "forward_peak_memory_bytes": _peak_memory(workload, baseline_rss)["bytes"]}
+
+
+PHASES = {"train": train_phase, "forward": forward_phase}
 
 
 def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
@@ -108,11 +120,13 @@ def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
 def main(argv: Optional[list] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     request = json.loads(argv[0])
+    result: Dict[str, Any] = {}
     try:
-        result = run_phase(request)
+        run_phases(request, result)
     except BaseException as error:  # recorded, never lost: the parent decides what follows
         traceback.print_exc()
-        result = classify_failure(request["framework"], error)
+        result.update(classify_failure(request["framework"], error))
+        result["failed_phase"] = result.pop("running_phase", None)
     with open(argv[1], "w") as f:
         json.dump(result, f, default=str)
     return 0

@@ -25,7 +25,7 @@ def test_out_of_memory_messages_are_classified():
 def test_a_crashing_worker_becomes_a_record(monkeypatch):
     # A worker killed by a signal leaves no result file: the record says so.
     monkeypatch.setattr(runner.sys, "executable", "/bin/sh")
-    request = {"threads": 1, "phase": "train"}
+    request = {"threads": 1, "phases": ["train"]}
     monkeypatch.setattr(runner.json, "dumps", lambda _: "-c 'kill -SEGV $$'")
     out = runner._run_worker(request, timeout_s=30)
     assert out["status"] == "crashed" and "status" in out["error"]
@@ -33,8 +33,61 @@ def test_a_crashing_worker_becomes_a_record(monkeypatch):
 
 def test_worker_writes_a_failure_record_instead_of_raising(tmp_path):
     path = tmp_path / "result.json"
-    request = {"framework": "nosuch", "phase": "train"}
+    request = {"framework": "nosuch", "phases": ["train"]}
     proc = subprocess.run([sys.executable, "-m", "fwkernels.worker", json.dumps(request), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0
     assert json.loads(path.read_text())["status"] == "error"
+
+
+def test_cpu_phases_get_a_process_each_and_gpu_phases_share_one_forward_first():
+    assert runner.worker_groups("cpu", runner.PHASES) == [["train"], ["forward"]]
+    assert runner.worker_groups("cuda", runner.PHASES) == [["forward", "train"]]
+
+
+def test_a_failing_phase_keeps_the_figures_of_the_phases_before_it(monkeypatch, tmp_path):
+    def fail(*_):
+        raise NonFiniteLoss("loss is nan")
+
+    monkeypatch.setattr(worker, "load_backend", lambda name: FakeBackend())
+    monkeypatch.setitem(worker.PHASES, "forward", lambda *_: {"forward_time_s": 0.5})
+    monkeypatch.setitem(worker.PHASES, "train", fail)
+    request = {"framework": "fake", "model": "ncf", "device": "cuda", "batch": 4,
+               "precision": "fp32", "mode": "eager", "threads": 1, "phases": ["forward", "train"]}
+    worker.main([json.dumps(request), str(tmp_path / "result.json")])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "nan" and result["failed_phase"] == "train"
+    assert result["forward_time_s"] == 0.5
+
+
+class FakeBackend:
+    name = "fake"
+
+    def version(self):
+        return "0"
+
+    def set_threads(self, n):
+        pass
+
+    def device_available(self, device):
+        return True
+
+    def runtime_info(self, device):
+        return {}
+
+    def unsupported_reason(self, config):
+        return None
+
+    def build(self, config):
+        class Workload:
+            params = 1
+
+            def precision_settings(self):
+                return {}
+
+            def extra_figures(self, phase):
+                return {}
+        return Workload()
+
+    def is_out_of_memory(self, error):
+        return False
