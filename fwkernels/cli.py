@@ -94,6 +94,14 @@ def format_record(r: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def cmd_widen_grids(args: argparse.Namespace) -> int:
+    from fwkernels.results import widen_benchmark_grids
+
+    for name in widen_benchmark_grids(args.results):
+        print(f"widened the parameter grid of {name}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fwkernels", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, help="CPU threads (default: all usable cores)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("widen-grids", help="make results/benchmarks.json's parameter grids "
+                       "cover every stored result (run before `asv publish`)")
+    p.add_argument("results", nargs="?", default="results", help="asv results directory")
+    p.set_defaults(func=cmd_widen_grids)
 
     from fwkernels import report, sweep
 

@@ -216,3 +216,35 @@ def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str]
         return chosen
     latest = commits_by_date(runs)[-1] if runs else None
     return [r for r in runs if r.commit == latest]
+
+
+def widen_benchmark_grids(results_dir: str) -> List[str]:
+    """Make results/benchmarks.json's parameter grids cover every stored result.
+
+    asv's discovery writes the grid of the profile that ran last (the FWKERNELS_*
+    variables), and `asv publish` drops the results outside it: another machine's
+    precisions, another profile's frameworks.  Each result file keeps its own grid;
+    the union keeps them all.  Returns the benchmarks whose grid grew.
+    """
+    path = os.path.join(results_dir, "benchmarks.json")
+    benchmarks = load_json(path)
+    widened = []
+    for result_path in sorted(glob.glob(os.path.join(results_dir, "*", "*.json"))):
+        if os.path.basename(result_path) == "machine.json":
+            continue
+        data = load_json(result_path)
+        columns = data.get("result_columns", [])
+        for name, entry in (data.get("results") or {}).items():
+            grid = dict(zip(columns, entry)).get("params") or []
+            info = benchmarks.get(name)
+            if not isinstance(info, dict) or len(grid) != len(info.get("params", [])):
+                continue
+            for values, known in zip(grid, info["params"]):
+                new = [v for v in values if v not in known]
+                if new:
+                    known.extend(new)
+                    widened.append(name)
+    with open(path, "w") as f:
+        json.dump(benchmarks, f, indent=4, sort_keys=True)
+    return sorted(set(widened))
+

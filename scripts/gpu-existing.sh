@@ -23,6 +23,7 @@ asv=("$python" -m asv)
 "${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \
     --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr --launch-method spawn \
     || status=$?
+"$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
 "${asv[@]}" publish
 "$python" -m fwkernels report --results results --machine "$FWKERNELS_MACHINE"
 exit "${status:-0}"

@@ -268,14 +268,17 @@ class JaxWorkload(base.Workload):
         return stats.get("peak_bytes_in_use") if stats else None
 
     def flops_per_step(self) -> Optional[float]:
-        """XLA's cost analysis of the compiled training step (forward, backward, update).
+        """XLA's cost analysis of the training step (forward, backward, update) as lowered,
+        before optimisation: on GPUs the compiled program's convolutions and many dots are
+        cuDNN/cuBLAS custom calls, which the compiled program's analysis counts as nothing.
 
         None where the program loops (GNMT's scanned LSTMs): the analysis counts a
         loop's body once, not once per time step.
         """
-        analysis = self._compiled_step("train").cost_analysis()
+        lowered = self._lowered_step("train")
         if self._loops["train"]:
             return None
+        analysis = lowered.cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else None
         flops = (analysis or {}).get("flops")

@@ -152,6 +152,8 @@ def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
 
 def publish(work: str, machine: str) -> None:
     """asv publish, then fwkernels report: terminal table to the job summary, pages to the site."""
+    # earlier nights' parameter grids stay published
+    subprocess.run(["fwkernels", "widen-grids", os.path.join(work, "results")], check=True)
     asv(os.path.join(work, "asv.conf.json"), "publish")
     report = subprocess.run(["fwkernels", "report", "--results", os.path.join(work, "results"),
                              "--machine", machine, "--html-dir", os.path.join(work, "html")],
