@@ -99,7 +99,7 @@ class Peak:
     source: str
 
 
-_H200_SOURCE = ("measured on the nvidia-h200 device kind with PyTorch 2.11 (dense matmul "
+_H200_SOURCE = ("measured on one NVIDIA H200 with PyTorch 2.11 (dense matmul "
                 "ceilings; ../shared/reference/anchors.md, 2026-11)")
 # (device name fragment, precision) -> the device's measured dense-matmul ceiling.
 DEVICE_PEAKS: Dict[Tuple[str, str], Peak] = {

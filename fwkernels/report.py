@@ -346,9 +346,9 @@ def tflops_table(report: Report, precision: str) -> Table:
             if not o.value:
                 cells.append(_outcome_cell(table, row, o, m))
             elif not record.get("achieved_tflops"):
+                why = record.get("flops_note") or "the backend does not count the FLOPs"
                 cells.append(Cell("FLOPs unknown", muted=True,
-                                  note=table.footnote(f"{row.label}: the backend does not count "
-                                                      f"the FLOPs of {MODELS[m].title}")))
+                                  note=table.footnote(f"{row.label}, {MODELS[m].title}: {why}")))
             else:
                 achieved = record["achieved_tflops"]
                 peak = published.device_peak(record.get("device_name"), precision) \

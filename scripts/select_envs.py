@@ -2,9 +2,11 @@
 
     python scripts/select_envs.py REGEX
 
-REGEX is searched in each `include` entry's "name==version" requirement strings,
-e.g. 'torch' or 'tensorflow-cpu==2.21|jax'.  asv itself cannot pick environments
-by requirement (`-E` takes an environment type and Python version only).
+REGEX is searched in each `include` entry's requirements written as one line,
+"name==version name==version" in the order of asv.conf.json, e.g. 'torch',
+'tensorflow-cpu==2.21|jax' or '^keras==' (the Keras environments).  asv itself
+cannot pick environments by requirement (`-E` takes an environment type and
+Python version only).
 """
 import json
 import re
@@ -19,19 +21,21 @@ def load_commented_json(path: str) -> dict:
     return json.loads(text)
 
 
+def requirements(entry: dict) -> str:
+    return " ".join(f"{name}=={version}" for name, version in entry.get("req", {}).items())
+
+
 def main(pattern: str) -> int:
     conf = load_commented_json(SOURCE)
     regex = re.compile(pattern)
-    conf["include"] = [entry for entry in conf["include"]
-                       if any(regex.search(f"{name}=={version}")
-                              for name, version in entry.get("req", {}).items())]
+    conf["include"] = [entry for entry in conf["include"] if regex.search(requirements(entry))]
     if not conf["include"]:
         print(f"no asv environment matches {pattern!r}", file=sys.stderr)
         return 2
     with open(TARGET, "w") as f:
         json.dump(conf, f, indent=4)
     for entry in conf["include"]:
-        print("selected:", " ".join(f"{k}=={v}" for k, v in entry["req"].items()))
+        print("selected:", requirements(entry))
     return 0
 
 

@@ -1,6 +1,7 @@
 """fwkernels report on the real results in tests/data (tests/data/README.md says how they were made)."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -193,4 +194,22 @@ def test_fraction_of_peak_on_a_gpu_record():
     table = tflops_table(report, "bf16")
     row = next(r for r in table.rows if r[0].text == "PyTorch 2.11.0")
     assert row[table.headers.index("ResNet-50")].text == "77.5 (10.0%)"
-    assert any("775" in line and "nvidia-h200" in line for line in table.summary)
+    assert any("775" in line and "NVIDIA H200" in line for line in table.summary)
+
+
+def test_widen_grids_makes_benchmarks_json_cover_every_result_file(tmp_path):
+    grid = lambda fws, precisions: [[f"'{f}'" for f in fws], ["'ncf'"],
+                                    [f"'{p}'" for p in precisions]]
+    name = THROUGHPUT
+    (tmp_path / "benchmarks.json").write_text(json.dumps(
+        {name: {"params": grid(["torch"], ["fp32"]), "unit": "samples/s"}, "version": 2}))
+    for machine, fws, precisions in [("cpu-box", ["torch"], ["fp32"]),
+                                     ("gpu-box", ["torch", "jax"], ["fp32", "bf16"])]:
+        (tmp_path / machine).mkdir()
+        (tmp_path / machine / "machine.json").write_text("{}")
+        (tmp_path / machine / "abc-env.json").write_text(json.dumps(
+            {"result_columns": ["result", "params"],
+             "results": {name: [[1.0] * len(fws) * len(precisions), grid(fws, precisions)]}}))
+    assert main(["widen-grids", str(tmp_path)]) == 0
+    assert load_json(tmp_path / "benchmarks.json")[name]["params"] == grid(["torch", "jax"],
+                                                                          ["fp32", "bf16"])

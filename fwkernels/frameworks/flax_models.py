@@ -111,14 +111,18 @@ class AlexNet(nn.Module):
 
     @nn.compact
     def __call__(self, image: jax.Array, train: bool = False) -> jax.Array:
-        conv = partial(conv2d, dtype=self.dtype)
-        x = max_pool(nn.relu(conv(64, 11, 4, 2)(image)), 3, 2)
-        x = max_pool(nn.relu(conv(192, 5, 1, 2)(x)), 3, 2)
-        x = nn.relu(conv(384, 3, 1, 1)(x))
-        x = nn.relu(conv(256, 3, 1, 1)(x))
-        x = max_pool(nn.relu(conv(256, 3, 1, 1)(x)), 3, 2)
-        x = flatten(adaptive_avg_pool(x, 6))
+        x = flatten(adaptive_avg_pool(alexnet_features(image, self.dtype), 6))
         return Classifier((4096, 4096), dropout="before", dtype=self.dtype)(x, train)
+
+
+def alexnet_features(image: jax.Array, dtype: Dtype) -> jax.Array:
+    """The five convolutions of AlexNet (torchvision's and the one-tower OWT are the same)."""
+    conv = partial(conv2d, dtype=dtype)
+    x = max_pool(nn.relu(conv(64, 11, 4, 2)(image)), 3, 2)
+    x = max_pool(nn.relu(conv(192, 5, 1, 2)(x)), 3, 2)
+    x = nn.relu(conv(384, 3, 1, 1)(x))
+    x = nn.relu(conv(256, 3, 1, 1)(x))
+    return max_pool(nn.relu(conv(256, 3, 1, 1)(x)), 3, 2)
 
 
 class VGG19(nn.Module):
@@ -246,13 +250,8 @@ class AlexNetOWT(nn.Module):
 
     @nn.compact
     def __call__(self, image: jax.Array, train: bool = False) -> jax.Array:
-        conv = partial(conv2d, dtype=self.dtype)
-        x = max_pool(nn.relu(conv(64, 11, 4, 2)(image)), 3, 2)
-        x = max_pool(nn.relu(conv(192, 5, 1, 2)(x)), 3, 2)
-        x = nn.relu(conv(384, 3, 1, 1)(x))
-        x = nn.relu(conv(256, 3, 1, 1)(x))
-        x = max_pool(nn.relu(conv(256, 3, 1, 1)(x)), 3, 2)
-        return Classifier((4096, 4096), dtype=self.dtype)(flatten(x), train)
+        x = flatten(alexnet_features(image, self.dtype))
+        return Classifier((4096, 4096), dtype=self.dtype)(x, train)
 
 
 class Overfeat(nn.Module):

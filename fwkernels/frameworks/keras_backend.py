@@ -2,8 +2,8 @@
 
 One module serves keras-jax, keras-torch and keras-tensorflow: the registry's
 ``FrameworkInfo.options`` names the Keras backend, and ``KERAS_BACKEND`` is set
-from it before Keras is first imported in the process (the worker runs every
-phase in a fresh one; Keras cannot switch backends once imported).
+from it before Keras is first imported in the process (every measurement runs
+in fresh worker processes; Keras cannot switch backends once imported).
 
 What is measured is Keras' own path:
 
@@ -188,29 +188,18 @@ class TorchNative:
 
 class TensorFlowNative:
     def __init__(self) -> None:
-        import tensorflow as tf
+        from fwkernels.frameworks import tensorflow_backend  # TensorFlow's runtime settings
 
-        self.tf = tf
-        tf.get_logger().setLevel("ERROR")
+        self.tf, self.runtime = tensorflow_backend.tf, tensorflow_backend
 
     def version(self) -> str:
         return f"tensorflow {self.tf.__version__}"
 
     def device_available(self, device: str) -> bool:
-        return device == "cpu" or (device == "cuda"
-                                   and bool(self.tf.config.list_physical_devices("GPU")))
+        return device == "cpu" or (device == "cuda" and self.runtime.gpu_available())
 
     def set_threads(self, threads: int) -> None:
-        threading = self.tf.config.threading
-        for setter, getter in ((threading.set_intra_op_parallelism_threads,
-                                threading.get_intra_op_parallelism_threads),
-                               (threading.set_inter_op_parallelism_threads,
-                                threading.get_inter_op_parallelism_threads)):
-            try:
-                setter(threads)
-            except RuntimeError:  # settable only until TensorFlow's runtime starts
-                if getter() != threads:
-                    raise
+        self.runtime.set_threads(threads)
 
     def apply_precision(self, precision: str) -> None:
         # TensorFlow enables TF32 by default on GPUs that have it.
@@ -232,20 +221,10 @@ class TensorFlowNative:
         self.tf.test.experimental.sync_devices()
 
     def peak_memory_bytes(self, device: str) -> Optional[int]:
-        if device != "cuda":
-            return None
-        return self.tf.config.experimental.get_memory_info("GPU:0")["peak"]
+        return self.runtime.gpu_peak_memory_bytes() if device == "cuda" else None
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        if device != "cuda":
-            return {}
-        tf = self.tf
-        build = tf.sysconfig.get_build_info()
-        gpu = tf.config.list_physical_devices("GPU")[0]
-        return {"cuda_version": build.get("cuda_version"),
-                "cudnn_version": build.get("cudnn_version"),
-                "device_name": tf.config.experimental.get_device_details(gpu).get("device_name"),
-                "driver_version": base.nvidia_driver_version()}
+        return self.runtime.gpu_runtime_info() if device == "cuda" else {}
 
 
 NATIVES = {"jax": JaxNative, "torch": TorchNative, "tensorflow": TensorFlowNative}

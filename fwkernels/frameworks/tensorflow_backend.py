@@ -40,6 +40,37 @@ tf.get_logger().setLevel("ERROR")
 KERAS_POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
 
 
+# ---- TensorFlow runtime settings, shared with Keras 3 on its TensorFlow backend ----
+
+def gpu_available() -> bool:
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def set_threads(threads: int) -> None:
+    threading = tf.config.threading
+    for setter, getter in ((threading.set_intra_op_parallelism_threads,
+                            threading.get_intra_op_parallelism_threads),
+                           (threading.set_inter_op_parallelism_threads,
+                            threading.get_inter_op_parallelism_threads)):
+        try:
+            setter(threads)
+        except RuntimeError:  # settable only until TensorFlow's runtime starts
+            if getter() != threads:
+                raise
+
+
+def gpu_peak_memory_bytes() -> int:
+    return tf.config.experimental.get_memory_info("GPU:0")["peak"]
+
+
+def gpu_runtime_info() -> Dict[str, Optional[str]]:
+    build = tf.sysconfig.get_build_info()
+    details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+    return {"cuda_version": build.get("cuda_version"), "cudnn_version": build.get("cudnn_version"),
+            "device_name": details.get("device_name"),
+            "driver_version": base.nvidia_driver_version()}
+
+
 def apply_precision(precision: str) -> None:
     """TF32 only for "tf32" (TensorFlow enables it by default); bf16 is Keras mixed precision."""
     tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
@@ -123,9 +154,7 @@ class TensorFlowWorkload(base.Workload):
                 "keras_policy": policy.name, "jit_compile": self.config.mode == "xla"}
 
     def peak_memory_bytes(self) -> Optional[int]:
-        if self.config.device == "cuda":
-            return tf.config.experimental.get_memory_info("GPU:0")["peak"]
-        return None
+        return gpu_peak_memory_bytes() if self.config.device == "cuda" else None
 
     def flops_per_step(self) -> Optional[float]:
         """Forward + backward FLOPs by TensorFlow's static graph profiler; None for LSTM graphs.
@@ -147,20 +176,10 @@ class Backend(base.Backend):
         return tf.__version__
 
     def device_available(self, device: str) -> bool:
-        return device == "cpu" or (device == "cuda"
-                                   and bool(tf.config.list_physical_devices("GPU")))
+        return device == "cpu" or (device == "cuda" and gpu_available())
 
     def set_threads(self, threads: int) -> None:
-        threading = tf.config.threading
-        for setter, getter in ((threading.set_intra_op_parallelism_threads,
-                                threading.get_intra_op_parallelism_threads),
-                               (threading.set_inter_op_parallelism_threads,
-                                threading.get_inter_op_parallelism_threads)):
-            try:
-                setter(threads)
-            except RuntimeError:  # settable only until TensorFlow's runtime starts
-                if getter() != threads:
-                    raise
+        set_threads(threads)
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         if keras.backend.backend() != "tensorflow":
@@ -175,16 +194,8 @@ class Backend(base.Backend):
         return TensorFlowWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        info: Dict[str, Optional[str]] = {"keras_version": keras.__version__}
-        if device == "cuda":
-            build = tf.sysconfig.get_build_info()
-            details = tf.config.experimental.get_device_details(
-                tf.config.list_physical_devices("GPU")[0])
-            info.update(cuda_version=build.get("cuda_version"),
-                        cudnn_version=build.get("cudnn_version"),
-                        device_name=details.get("device_name"),
-                        driver_version=base.nvidia_driver_version())
-        return info
+        return {"keras_version": keras.__version__,
+                **(gpu_runtime_info() if device == "cuda" else {})}
 
     def is_out_of_memory(self, error: BaseException) -> bool:
         return (isinstance(error, tf.errors.ResourceExhaustedError)
