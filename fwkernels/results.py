@@ -227,6 +227,8 @@ def widen_benchmark_grids(results_dir: str) -> List[str]:
     the union keeps them all.  Returns the benchmarks whose grid grew.
     """
     path = os.path.join(results_dir, "benchmarks.json")
+    if not os.path.exists(path):  # nothing discovered yet: nothing to publish either
+        return []
     benchmarks = load_json(path)
     widened = []
     for result_path in sorted(glob.glob(os.path.join(results_dir, "*", "*.json"))):
