@@ -117,7 +117,7 @@ def measure(
         if out.get("status") == "invalid":
             raise InvalidRequest(out["error"])
         if out.get("status") != "ok":
-            record.setdefault("failed_phase", group[0])
+            record.setdefault("failed_phase", "+".join(group))  # the worker names it if it can
             break
     flops = record.get("flops_per_step")
     if flops and record.get("samples_per_s"):

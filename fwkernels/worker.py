@@ -126,7 +126,8 @@ def main(argv: Optional[list] = None) -> int:
     except BaseException as error:  # recorded, never lost: the parent decides what follows
         traceback.print_exc()
         result.update(classify_failure(request["framework"], error))
-        result["failed_phase"] = result.pop("running_phase", None)
+        if "running_phase" in result:  # otherwise the build failed, before any phase
+            result["failed_phase"] = result.pop("running_phase")
     with open(argv[1], "w") as f:
         json.dump(result, f, default=str)
     return 0

@@ -91,3 +91,16 @@ class FakeBackend:
 
     def is_out_of_memory(self, error):
         return False
+
+
+def test_a_failed_build_leaves_the_phase_to_the_runner(monkeypatch, tmp_path):
+    class FailingBuild(FakeBackend):
+        def build(self, config):
+            raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(worker, "load_backend", lambda name: FailingBuild())
+    request = {"framework": "fake", "model": "ncf", "device": "cuda", "batch": 4,
+               "precision": "fp32", "mode": "eager", "threads": 1, "phases": ["forward", "train"]}
+    worker.main([json.dumps(request), str(tmp_path / "result.json")])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["status"] == "error" and "failed_phase" not in result
