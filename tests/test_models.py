@@ -4,6 +4,7 @@ import math
 import pytest
 
 from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks import get_framework
 from fwkernels.models import MODELS, get_model
 
 ALL_MODELS = list(MODELS)
@@ -55,3 +56,13 @@ def test_training_step_updates_parameters_and_lowers_loss(backend, framework, mo
 def test_forward_output_shape(backend, model):
     config = small_config(backend, model, batch=3)
     assert backend.build(config).output_shape() == config.model.output_shape(3, small=True)
+
+
+@pytest.mark.parametrize("model", ["ncf", "gnmt_v2"])
+def test_channels_last_is_na_for_models_without_images(backend, framework, model):
+    if "channels_last" not in get_framework(framework).modes:
+        pytest.skip(f"{framework} has no channels_last mode")
+    config = RunConfig(model=get_model(model), batch=2, mode="channels_last")
+    assert "image tensors" in backend.unsupported_reason(config)
+    assert backend.unsupported_reason(RunConfig(model=get_model("resnet50"), batch=2,
+                                                mode="channels_last")) is None
