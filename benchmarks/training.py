@@ -13,7 +13,7 @@ Profile switches (environment variables, read when asv discovers the suite):
   FWKERNELS_PRECISIONS  comma list (default: fp32 on cpu; fp32,tf32,bf16 on cuda)
   FWKERNELS_MODES       "default" (each framework's first mode) or "all"
   FWKERNELS_MODELS      comma list (default: all ten)
-  FWKERNELS_FRAMEWORKS  comma list (default: all registered)
+  FWKERNELS_FRAMEWORKS  comma list (default: all registered); "name:mode" names one mode
   FWKERNELS_SELECT      regular expression on "framework[:mode]/model/precision": other
                         combinations are skipped (e.g. tuned modes for one model only)
   FWKERNELS_WINDOWS, FWKERNELS_WINDOW_SECONDS   protocol overrides

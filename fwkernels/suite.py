@@ -20,11 +20,20 @@ def _env_list(name: str, default: Sequence[str]) -> List[str]:
 
 
 def targets(all_modes: bool) -> List[str]:
-    """asv's framework parameter: "name" for the default mode, "name:mode" for the others."""
-    names = _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS)
+    """asv's framework parameter: "name" for the default mode, "name:mode" for the others.
+
+    FWKERNELS_FRAMEWORKS may name one mode ("torch:compile"): only that target, not the grid
+    of every mode (asv starts a process per benchmark and combination, skipped ones too).
+    """
     out = []
-    for name in names:
-        info = get_framework(name)
+    for name in _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS):
+        framework, _, mode = name.partition(":")
+        info = get_framework(framework)
+        if mode and mode not in info.modes:
+            raise ValueError(f"unknown mode {mode!r} for {framework}; valid modes: {', '.join(info.modes)}")
+        if mode:
+            out.append(framework if mode == info.default_mode else name)
+            continue
         out.append(name)
         if all_modes:
             out += [f"{name}:{mode}" for mode in info.modes[1:]]

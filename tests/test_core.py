@@ -75,6 +75,11 @@ def test_suite_parameters_follow_the_profile(monkeypatch):
     frameworks, models, precisions = suite.parameters("cuda")
     assert frameworks[0] == "torch" and "torch:compile" in frameworks
     assert models == ["resnet50"] and precisions == ["fp32", "tf32", "bf16"]
+    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:compile,jax:jit")
+    assert suite.parameters("cuda")[0] == ["torch:compile", "jax"]
+    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:turbo")
+    with pytest.raises(ValueError, match="valid modes: eager, channels_last, compile, cudagraphs"):
+        suite.parameters("cuda")
 
 
 def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path):

@@ -167,6 +167,7 @@ class JaxWorkload(base.Workload):
         inputs, labels = synthetic_batch(config)
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
+        self._traced: Dict[str, Any] = {}
         self._lowered: Dict[str, Any] = {}
         self._loops: Dict[str, bool] = {}  # whether a program has a scan or while loop
         self._compiled: Dict[str, Any] = {}
@@ -215,6 +216,7 @@ class JaxWorkload(base.Workload):
                 traced = jax.jit(function, donate_argnums=donate).trace(
                     self.state, self.inputs, *args)
                 self._loops[name] = bool(re.search(r"\b(scan|while)\[", str(traced.jaxpr)))
+                self._traced[name] = traced
                 self._lowered[name] = traced.lower()
         return self._lowered[name]
 
@@ -268,17 +270,18 @@ class JaxWorkload(base.Workload):
         return stats.get("peak_bytes_in_use") if stats else None
 
     def flops_per_step(self) -> Optional[float]:
-        """XLA's cost analysis of the training step (forward, backward, update) as lowered,
-        before optimisation: on GPUs the compiled program's convolutions and many dots are
-        cuDNN/cuBLAS custom calls, which the compiled program's analysis counts as nothing.
+        """XLA's cost analysis of the training step (forward, backward, update) as lowered for
+        the CPU, before optimisation: the same count whatever the device. A compiled GPU
+        program's convolutions and many dots are cuDNN/cuBLAS custom calls, which its analysis
+        counts as nothing, and jax offers no analysis of a program lowered for the GPU.
 
         None where the program loops (GNMT's scanned LSTMs): the analysis counts a
         loop's body once, not once per time step.
         """
-        lowered = self._lowered_step("train")
+        self._lowered_step("train")
         if self._loops["train"]:
             return None
-        analysis = lowered.cost_analysis()
+        analysis = self._traced["train"].lower(lowering_platforms=("cpu",)).cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else None
         flops = (analysis or {}).get("flops")
