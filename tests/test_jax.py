@@ -76,3 +76,16 @@ def test_set_threads_sizes_the_xla_cpu_thread_pool(threads):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == str(threads)
+
+
+def test_flops_count_the_lowered_step_and_not_a_loop():
+    from fwkernels.frameworks.base import RunConfig
+    from fwkernels.models import get_model
+
+    def workload(model):
+        return jax_backend.JaxWorkload(RunConfig(model=get_model(model), batch=2, small=True))
+
+    # AlexNet-OWT's small-input step: conv and dense FLOPs of forward, backward and update
+    flops = workload("alexnet_owt").flops_per_step()
+    assert flops and flops > 1e8
+    assert workload("gnmt_v2").flops_per_step() is None  # scanned LSTMs: a body counted once

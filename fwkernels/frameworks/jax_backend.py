@@ -167,7 +167,6 @@ class JaxWorkload(base.Workload):
         inputs, labels = synthetic_batch(config)
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
-        self._traced: Dict[str, Any] = {}
         self._lowered: Dict[str, Any] = {}
         self._loops: Dict[str, bool] = {}  # whether a program has a scan or while loop
         self._compiled: Dict[str, Any] = {}
@@ -216,7 +215,6 @@ class JaxWorkload(base.Workload):
                 traced = jax.jit(function, donate_argnums=donate).trace(
                     self.state, self.inputs, *args)
                 self._loops[name] = bool(re.search(r"\b(scan|while)\[", str(traced.jaxpr)))
-                self._traced[name] = traced
                 self._lowered[name] = traced.lower()
         return self._lowered[name]
 
@@ -270,10 +268,11 @@ class JaxWorkload(base.Workload):
         return stats.get("peak_bytes_in_use") if stats else None
 
     def flops_per_step(self) -> Optional[float]:
-        """XLA's cost analysis of the training step (forward, backward, update) as lowered for
-        the CPU, before optimisation: the same count whatever the device. A compiled GPU
-        program's convolutions and many dots are cuDNN/cuBLAS custom calls, which its analysis
-        counts as nothing, and jax offers no analysis of a program lowered for the GPU.
+        """XLA's cost analysis of the training step (forward, backward, update) as lowered,
+        before optimisation, traced on CPU placements: the same count whatever the device.
+        A compiled GPU program's convolutions and many dots are cuDNN/cuBLAS custom calls,
+        which its analysis counts as nothing, and jax analyses no lowered program on a
+        PJRT-plugin backend such as CUDA (NotImplementedError, returned as None).
 
         None where the program loops (GNMT's scanned LSTMs): the analysis counts a
         loop's body once, not once per time step.
@@ -281,7 +280,11 @@ class JaxWorkload(base.Workload):
         self._lowered_step("train")
         if self._loops["train"]:
             return None
-        analysis = self._traced["train"].lower(lowering_platforms=("cpu",)).cost_analysis()
+        on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
+        abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_cpu),
+                                (self.state, self.inputs, self.labels))
+        with jax.default_matmul_precision(self.matmul_precision):
+            analysis = jax.jit(self._train_step).trace(*abstract).lower().cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else None
         flops = (analysis or {}).get("flops")
