@@ -128,7 +128,7 @@ def history(report: Report, benchmark: str, precision: str, models: List[str]) -
         for (target, version), points in sorted(series.items()):
             points.sort()
             framework = target.split(":")[0]
-            label = Row(framework, target, version, None).label
+            label = Row(framework, target, version, []).label
             ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points],
                         marker="o", capsize=3, label=label, color=color(framework),
                         linestyle="-" if target == framework else "--")

@@ -25,7 +25,7 @@ from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
 from fwkernels.results import (BENCHMARK_PREFIX, THROUGHPUT, ResultsError, Run, Value,
-                               load_runs, machines, select, split_target)
+                               commits_by_date, load_runs, machines, select, split_target)
 from fwkernels.tables import Cell, Table, render_markdown, render_text
 
 FORWARD_BACKWARD = BENCHMARK_PREFIX + "track_forward_backward_time"
@@ -41,8 +41,12 @@ class Row:
     framework: str
     target: str  # asv's parameter: "torch" or "torch:compile"
     version: str
-    run: Optional[Run]  # None: not installed in any environment
+    runs: List[Run]  # newest first; several where a suite ran in slices; none: not installed
     suffix: str = ""  # the environment, where two environments hold the same version
+
+    @property
+    def run(self) -> Optional[Run]:
+        return self.runs[0] if self.runs else None
 
     @property
     def label(self) -> str:
@@ -73,7 +77,7 @@ class Outcome:
 @dataclass
 class Report:
     machine: str
-    commit: str
+    commit: str  # short hashes, comma-separated where several
     runs: List[Run]
     rows: List[Row]
     precisions: List[str]
@@ -87,14 +91,16 @@ class Report:
         if row.run is None:
             return Outcome("not installed", reason=NOT_INSTALLED)
         key = (benchmark, row.target, model, precision)
-        record = row.run.record(row.target, model, precision)
-        value = row.run.values.get(key)
+        run = next((r for r in row.runs if key in r.values), None) or next(
+            (r for r in row.runs if r.record(row.target, model, precision)), row.run)
+        record = run.record(row.target, model, precision)
+        value = run.values.get(key)
         if value is not None:
             return Outcome("ok", value, record=record)
         if record is not None and record.get("status") != "ok":
             return Outcome(record["status"], reason=record.get("error") or record["status"],
                            record=record)
-        if key not in row.run.attempted:
+        if not any(key in r.attempted for r in row.runs):
             return Outcome("not run", reason="not in this run's profile (FWKERNELS_MODELS, "
                                              "FWKERNELS_PRECISIONS, FWKERNELS_MODES)")
         if precision == "tf32" and record is None and self.device.startswith("CPU"):
@@ -126,7 +132,8 @@ def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
     rows = _rows(chosen)
     precisions = sorted({key[3] for run in chosen for key in run.attempted},
                         key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS))
-    report = Report(machine=machine, commit=chosen[0].commit, runs=chosen, rows=rows,
+    commits = ", ".join(c[:8] for c in commits_by_date(chosen))
+    report = Report(machine=machine, commit=commits, runs=chosen, rows=rows,
                     precisions=precisions, device=_device(chosen),
                     environment=_environment(chosen),
                     history=[r for r in runs if r.machine == machine], asv_links=asv_links)
@@ -146,9 +153,10 @@ def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
 
 
 def _rows(runs: List[Run]) -> List[Row]:
-    """A row per framework target and version present in the run; absent frameworks keep one."""
-    rows = []
-    for run in runs:
+    """A row per framework target and version present in the runs (one row for the slices of
+    a suite run in several environments); absent frameworks keep one."""
+    rows: List[Row] = []
+    for run in sorted(runs, key=lambda r: r.date, reverse=True):
         versions = run.framework_versions()
         present = {key[1] for key in run.values} | {
             t for t in run.targets() if any(r.get("framework") == split_target(t)[0]
@@ -156,10 +164,15 @@ def _rows(runs: List[Run]) -> List[Row]:
                                             for r in run.records)}
         for target in present:
             framework = split_target(target)[0]
-            rows.append(Row(framework, target, versions.get(framework, ""), run))
+            version = versions.get(framework, "")
+            row = next((r for r in rows if (r.target, r.version) == (target, version)), None)
+            if row:
+                row.runs.append(run)
+            else:
+                rows.append(Row(framework, target, version, [run]))
     for name in FRAMEWORKS:
         if not any(r.framework == name for r in rows):
-            rows.append(Row(name, name, "", None))
+            rows.append(Row(name, name, "", []))
     order = list(FRAMEWORKS)
 
     def sort_key(row: Row) -> Tuple:
@@ -555,7 +568,7 @@ def modern_ratios(report: Report) -> Table:
 
 
 def header_lines(report: Report) -> List[str]:
-    return [f"fwkernels report: machine {report.machine}, commit {report.commit[:8]}",
+    return [f"fwkernels report: machine {report.machine}, commit {report.commit}",
             f"device: {report.device}"] + [f"environment {line}" for line in report.environment]
 
 
@@ -568,7 +581,7 @@ def render_report_text(report: Report) -> str:
 
 
 def render_report_markdown(report: Report) -> str:
-    parts = [f"# fwkernels report: {report.machine} at {report.commit[:8]}",
+    parts = [f"# fwkernels report: {report.machine} at {report.commit}",
              "\n".join(f"- {line}" for line in header_lines(report)[1:])]
     for title, tables in report.sections:
         parts.append(f"## {title}")
@@ -628,7 +641,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--results", default="results", help="asv results directory (default: results)")
     p.add_argument("--records", help="fwkernels records directory (default: records beside --results)")
     p.add_argument("--machine", help="asv machine name (default: every machine with results)")
-    p.add_argument("--commit", help="commit hash prefix (default: each machine's latest)")
+    p.add_argument("--commit", help="commit hash prefix, or a comma list of them (default: each machine's latest)")
     p.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
                    help="what to print (default: terminal)")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report to FILE")

@@ -201,7 +201,8 @@ def commits_by_date(runs: List[Run]) -> List[str]:
 
 
 def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str] = None) -> List[Run]:
-    """The runs of one machine at one commit (prefix; default: that machine's latest)."""
+    """The runs of one machine at one commit (prefix; default: that machine's latest), or at
+    several (comma list: a suite run in slices at different commits)."""
     if machine is not None:
         chosen = [r for r in runs if r.machine == machine]
         if not chosen:
@@ -209,11 +210,12 @@ def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str]
                                f"{', '.join(machines(runs)) or 'none'}")
         runs = chosen
     if commit:
-        chosen = [r for r in runs if r.commit.startswith(commit)]
-        if not chosen:
-            raise ResultsError(f"no results for commit {commit!r}; commits with results: "
-                               f"{', '.join(c[:8] for c in commits_by_date(runs))}")
-        return chosen
+        prefixes = [c.strip() for c in commit.split(",") if c.strip()]
+        for prefix in prefixes:
+            if not any(r.commit.startswith(prefix) for r in runs):
+                raise ResultsError(f"no results for commit {prefix!r}; commits with results: "
+                                   f"{', '.join(c[:8] for c in commits_by_date(runs))}")
+        return [r for r in runs if any(r.commit.startswith(p) for p in prefixes)]
     latest = commits_by_date(runs)[-1] if runs else None
     return [r for r in runs if r.commit == latest]
 

@@ -59,14 +59,17 @@ def markdown(records: List[Dict[str, Any]], command: str) -> str:
     ok = [r for r in records if r["status"] == "ok"]
     if ok:
         r = ok[0]
-        lines += [f"{r['framework_title']} {r['framework_version']} on {r.get('device_name') or r['cpu']}"
+        titles = dict.fromkeys(f"{x['framework_title']} {x['framework_version']}" for x in ok)
+        lines += [f"{', '.join(titles)} on {r.get('device_name') or r['cpu']}"
                   f" ({r['device']}, {r['threads']} threads), {r['windows']} timing windows, "
                   f"{r['timestamp']}.", ""]
     lines += ["| model | mode | precision | batch | throughput (mean ± std) | cv | train step ms "
               "| fwd+bwd ms | forward ms | peak MiB train / fwd | warm-up s | params | TFLOP/s |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    several = len({r["framework"] for r in records}) > 1  # then the mode cell names the framework
     for r in records:
-        head = f"| {r['model']} | {r['mode']} | {r['precision']} "
+        mode = f"{r['framework']}:{r['mode']}" if several else r["mode"]
+        head = f"| {r['model']} | {mode} | {r['precision']} "
         if r["status"] != "ok":
             lines.append(head + f"| {r.get('batch', '–')} | {r['status'].upper()}: "
                          f"{r.get('error', '')} | | | | | | | | |")

@@ -85,3 +85,18 @@ def test_unavailable_framework_names_the_reason():
         pytest.skip("every framework is installed here")
     proc = run("measure", missing[0], "ncf")
     assert proc.returncode == 2 and unavailable_reason(missing[0]) in proc.stderr
+
+
+def test_sweep_table_names_the_framework_where_it_holds_several():
+    from fwkernels.sweep import markdown
+
+    base = dict(status="ok", framework="a", framework_title="A", framework_version="1",
+                device_name="GPU", device="cuda", threads=1, windows=3, timestamp="t",
+                model="ncf", mode="jit", precision="bf16", batch=2, unit="samples",
+                samples_per_s=10.0, samples_per_s_std=0.1, samples_per_s_cv=0.01, step_time_s=0.1,
+                forward_backward_time_s=0.1, forward_time_s=0.05, peak_memory_bytes=2**20,
+                forward_peak_memory_bytes=2**20, warmup_s=1.0, params=10)
+    assert "| ncf | jit | bf16 |" in markdown([base], "")
+    both = markdown([base, dict(base, framework="b", framework_title="B", mode="eager")], "")
+    assert "| ncf | a:jit |" in both and "| ncf | b:eager |" in both
+    assert "A 1, B 1 on GPU" in both

@@ -213,3 +213,28 @@ def test_widen_grids_makes_benchmarks_json_cover_every_result_file(tmp_path):
     assert main(["widen-grids", str(tmp_path)]) == 0
     assert load_json(tmp_path / "benchmarks.json")[name]["params"] == grid(["torch", "jax"],
                                                                           ["fp32", "bf16"])
+
+
+def test_a_suite_run_in_slices_reports_its_commits_together():
+    from fwkernels.report import build_report
+    from fwkernels.results import THROUGHPUT, ResultsError, Run, Value, select
+
+    def run(commit, date, framework, model="ncf"):
+        r = Run(machine="gpu", commit=commit * 40, env=framework + model, date=date, requirements={})
+        key = (THROUGHPUT, framework, model, "bf16")
+        r.attempted[key] = True
+        r.values[key] = Value(1e8, 1e5, (1e8,))
+        return r
+
+    runs = [run("a", 1, "torch"), run("b", 2, "jax")]
+    assert [r.env for r in select(runs, "gpu")] == ["jaxncf"]  # default: the latest commit
+    assert [r.env for r in select(runs, "gpu", "aaaa,bbbb")] == ["torchncf", "jaxncf"]
+    with pytest.raises(ResultsError, match="'cccc'; commits with results: aaaaaaaa, bbbbbbbb"):
+        select(runs, "gpu", "aaaa,cccc")
+    assert build_report(runs, "gpu", "aaaa,bbbb").commit == "aaaaaaaa, bbbbbbbb"
+    # two slices of one framework version: one row with the figures of both
+    report = build_report(runs + [run("b", 2, "torch", "resnet50")], "gpu", "aaaa,bbbb")
+    torch_rows = [row for row in report.rows if row.framework == "torch"]
+    assert len(torch_rows) == 1
+    assert all(report.outcome(torch_rows[0], THROUGHPUT, m, "bf16").status == "ok"
+               for m in ("ncf", "resnet50"))
