@@ -112,7 +112,7 @@ def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
         backend = load_backend(backend_name)
         if backend.is_out_of_memory(error):
             return {"status": "oom", "error": message}
-    except ValueError:
+    except Exception:  # the backend itself fails to load (the error above, say): not an OOM
         pass
     return {"status": "error", "error": message}
 

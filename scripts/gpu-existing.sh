@@ -18,6 +18,9 @@ export FWKERNELS_RECORDS_DIR="${FWKERNELS_RECORDS_DIR:-$PWD/records}"
 "$python" -m pip install -q --no-deps --no-build-isolation --no-index -e .
 # asv names an existing environment after its interpreter's path and sets no ASV_COMMIT there.
 export FWKERNELS_COMMIT="$(git rev-parse HEAD)" FWKERNELS_ENV_NAME="existing-py${python//\//_}"
+# asv's benchmark runner takes PYTHONPATH's entries off the benchmarks' sys.path and puts back
+# ASV_PYTHONPATH's: pass PYTHONPATH on, or a framework installed only there reads "not installed".
+if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then export ASV_PYTHONPATH="$PYTHONPATH"; fi
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
 "${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \

@@ -12,6 +12,15 @@ def test_nan_loss_is_classified():
     assert worker.classify_failure("torch", NonFiniteLoss("loss is nan"))["status"] == "nan"
 
 
+def test_a_backend_that_fails_to_import_is_an_error_with_its_message(monkeypatch):
+    def broken(name):
+        raise ImportError("To use Keras, you need to have `optree` installed")
+
+    monkeypatch.setattr(worker, "load_backend", broken)
+    out = worker.classify_failure("keras-torch", ImportError("To use Keras, you need optree"))
+    assert out == {"status": "error", "error": "ImportError: To use Keras, you need optree"}
+
+
 def test_out_of_memory_messages_are_classified():
     class Probe(Backend):
         version = device_available = set_threads = count_params = build = None
