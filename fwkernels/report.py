@@ -641,7 +641,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--results", default="results", help="asv results directory (default: results)")
     p.add_argument("--records", help="fwkernels records directory (default: records beside --results)")
     p.add_argument("--machine", help="asv machine name (default: every machine with results)")
-    p.add_argument("--commit", help="commit hash prefix, or a comma list of them (default: each machine's latest)")
+    p.add_argument("--commit", help="commit hash prefix, or a comma list of them (default: "
+                                    "each machine's latest)")
     p.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
                    help="what to print (default: terminal)")
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report to FILE")

@@ -30,7 +30,8 @@ def targets(all_modes: bool) -> List[str]:
         framework, _, mode = name.partition(":")
         info = get_framework(framework)
         if mode and mode not in info.modes:
-            raise ValueError(f"unknown mode {mode!r} for {framework}; valid modes: {', '.join(info.modes)}")
+            raise ValueError(f"unknown mode {mode!r} for {framework}; "
+                             f"valid modes: {', '.join(info.modes)}")
         if mode:
             out.append(framework if mode == info.default_mode else name)
             continue

@@ -20,7 +20,9 @@ export FWKERNELS_RECORDS_DIR="${FWKERNELS_RECORDS_DIR:-$PWD/records}"
 export FWKERNELS_COMMIT="$(git rev-parse HEAD)" FWKERNELS_ENV_NAME="existing-py${python//\//_}"
 # asv's benchmark runner takes PYTHONPATH's entries off the benchmarks' sys.path and puts back
 # ASV_PYTHONPATH's: pass PYTHONPATH on, or a framework installed only there reads "not installed".
-if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then export ASV_PYTHONPATH="$PYTHONPATH"; fi
+if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
+    export ASV_PYTHONPATH="$PYTHONPATH"
+fi
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
 "${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \

@@ -13,11 +13,13 @@ def test_nan_loss_is_classified():
 
 
 def test_a_backend_that_fails_to_import_is_an_error_with_its_message(monkeypatch):
+    error = ImportError("To use Keras, you need optree")
+
     def broken(name):
-        raise ImportError("To use Keras, you need to have `optree` installed")
+        raise error
 
     monkeypatch.setattr(worker, "load_backend", broken)
-    out = worker.classify_failure("keras-torch", ImportError("To use Keras, you need optree"))
+    out = worker.classify_failure("keras-torch", error)
     assert out == {"status": "error", "error": "ImportError: To use Keras, you need optree"}
 
 

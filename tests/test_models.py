@@ -3,8 +3,8 @@ import math
 
 import pytest
 
-from fwkernels.frameworks.base import RunConfig
 from fwkernels.frameworks import get_framework
+from fwkernels.frameworks.base import RunConfig
 from fwkernels.models import MODELS, get_model
 
 ALL_MODELS = list(MODELS)

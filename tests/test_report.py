@@ -220,7 +220,8 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
     from fwkernels.results import THROUGHPUT, ResultsError, Run, Value, select
 
     def run(commit, date, framework, model="ncf"):
-        r = Run(machine="gpu", commit=commit * 40, env=framework + model, date=date, requirements={})
+        r = Run(machine="gpu", commit=commit * 40, env=framework + model, date=date,
+                requirements={})
         key = (THROUGHPUT, framework, model, "bf16")
         r.attempted[key] = True
         r.values[key] = Value(1e8, 1e5, (1e8,))

@@ -186,7 +186,8 @@ class Backend(base.Backend):
         if config.mode == "cudagraphs" and config.device != "cuda":
             return "CUDA graphs need a CUDA device"
         if config.mode == "channels_last" and "image" not in config.model.inputs:
-            return f"channels_last applies to image tensors; {config.model.name} has none (same as eager)"
+            return (f"channels_last applies to image tensors; {config.model.name} has none "
+                    "(same as eager)")
         return None
 
     def count_params(self, model: ModelSpec) -> int:
