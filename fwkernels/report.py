@@ -140,6 +140,7 @@ def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
     for precision in precisions:
         report.sections.append((f"Training throughput ({precision})",
                                 [table1(report, precision)]))
+    report.sections.append(("Spread", [spread_table(report)]))
     report.sections.append(("MXNet paper: convnet-benchmarks time and memory",
                             [forward_backward_table(report, p) for p in precisions]
                             + [memory_table(report, p) for p in precisions]))
@@ -262,6 +263,33 @@ def table1(report: Report, precision: str) -> Table:
     table.summary = within_lines(report.rows, outcomes, fastest, models)
     if not any(o.value for o in outcomes.values()):
         table.summary.append("No throughput measured at this precision.")
+    return table
+
+
+SPREAD_TARGET = 0.01  # the coefficient of variation each throughput figure should stay within
+
+
+def spread_table(report: Report) -> Table:
+    """Per framework and precision: how many throughput figures stay within the spread target,
+    and which do not."""
+    table = Table(
+        title=f"Spread of the throughput figures, {report.machine}",
+        headers=["framework", "precision", "figures", f"CV ≤ {SPREAD_TARGET:.0%}", "above it (CV)"],
+        caption="Coefficient of variation (std / mean over the timing windows) of each training "
+                "throughput figure, all models.",
+        anchor="spread")
+    for row in report.rows:
+        for precision in report.precisions:
+            values = {m: o.value for m in MODELS
+                      if (o := report.outcome(row, THROUGHPUT, m, precision)).value}
+            if not values:
+                continue
+            above = {m: v.std / v.mean for m, v in values.items()
+                     if v.std is not None and v.std > SPREAD_TARGET * v.mean}
+            table.rows.append([
+                Cell(row.label), Cell(precision), Cell(str(len(values))),
+                Cell(str(len(values) - len(above))),
+                Cell(", ".join(f"{MODELS[m].title} {cv:.1%}" for m, cv in above.items()) or "–")])
     return table
 
 

@@ -57,6 +57,21 @@ def test_throughput_is_the_mean_and_std_of_the_recorded_windows(runs):
     assert newest.run.record("torch", "ncf", "fp32")["window_samples_per_s"] == windows
 
 
+def test_spread_table_counts_the_figures_within_one_percent(runs):
+    from fwkernels.report import spread_table
+
+    report = build_report(runs, MACHINE)
+    rows = {(r[0].text, r[1].text): r for r in spread_table(report).rows}
+    for (label, precision), cells in rows.items():
+        row = next(r for r in report.rows if r.label == label)
+        cvs = {m: v.std / v.mean for m in ("ncf", "googlenet", "alexnet_owt")
+               if (v := report.outcome(row, THROUGHPUT, m, precision).value)}
+        above = [m for m, cv in cvs.items() if cv > 0.01]
+        assert cells[2].text == str(len(cvs)) and cells[3].text == str(len(cvs) - len(above))
+        assert all(MODELS[m].title in cells[4].text for m in above)
+    assert any(cells[4].text != "–" for cells in rows.values())  # the fixture's CPU windows vary
+
+
 def test_table1_keeps_every_framework_and_marks_the_fastest(runs):
     report = build_report(runs, MACHINE)
     table = table1(report, "fp32")
