@@ -168,7 +168,6 @@ class JaxWorkload(base.Workload):
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
         self._lowered: Dict[str, Any] = {}
-        self._loops: Dict[str, bool] = {}  # whether a program has a scan or while loop
         self._compiled: Dict[str, Any] = {}
         self._loss: jax.Array = jnp.zeros(())
         self._pending: Any = None
@@ -214,7 +213,6 @@ class JaxWorkload(base.Workload):
                 self.traced_precision = jax.config.jax_default_matmul_precision
                 traced = jax.jit(function, donate_argnums=donate).trace(
                     self.state, self.inputs, *args)
-                self._loops[name] = bool(re.search(r"\b(scan|while)\[", str(traced.jaxpr)))
                 self._lowered[name] = traced.lower()
         return self._lowered[name]
 
@@ -277,14 +275,14 @@ class JaxWorkload(base.Workload):
         None where the program loops (GNMT's scanned LSTMs): the analysis counts a
         loop's body once, not once per time step.
         """
-        self._lowered_step("train")
-        if self._loops["train"]:
-            return None
         on_cpu = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0])
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=on_cpu),
                                 (self.state, self.inputs, self.labels))
         with jax.default_matmul_precision(self.matmul_precision):
-            analysis = jax.jit(self._train_step).trace(*abstract).lower().cost_analysis()
+            traced = jax.jit(self._train_step).trace(*abstract)
+        if re.search(r"\b(scan|while)\[", str(traced.jaxpr)):
+            return None
+        analysis = traced.lower().cost_analysis()
         if isinstance(analysis, (list, tuple)):  # older jax: one dict per program
             analysis = analysis[0] if analysis else None
         flops = (analysis or {}).get("flops")

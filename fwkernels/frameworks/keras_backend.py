@@ -202,8 +202,7 @@ class TensorFlowNative:
         self.runtime.set_threads(threads)
 
     def apply_precision(self, precision: str) -> None:
-        # TensorFlow enables TF32 by default on GPUs that have it.
-        self.tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+        self.runtime.apply_precision(precision)
 
     def precision_flags(self) -> Dict[str, object]:
         return {"tf32_enabled": self.tf.config.experimental.tensor_float_32_execution_enabled()}

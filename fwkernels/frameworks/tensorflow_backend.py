@@ -32,12 +32,11 @@ import tensorflow as tf  # noqa: E402
 
 from fwkernels.frameworks import base, keras_models  # noqa: E402
 from fwkernels.frameworks.base import RunConfig  # noqa: E402
+from fwkernels.frameworks.keras_backend import KERAS_POLICIES  # noqa: E402
 from fwkernels.models import ModelSpec  # noqa: E402
 
 absl.logging.set_verbosity(absl.logging.ERROR)
 tf.get_logger().setLevel("ERROR")
-
-KERAS_POLICIES = {"fp32": "float32", "tf32": "float32", "bf16": "mixed_bfloat16"}
 
 
 # ---- TensorFlow runtime settings, shared with Keras 3 on its TensorFlow backend ----
