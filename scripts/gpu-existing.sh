@@ -7,6 +7,8 @@
 #
 # Profile: FWKERNELS_* variables as in benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda
 # here); ASV_MACHINE names the machine (default: hostname). Results go to results/<machine>/.
+# asv's default launch method forks each benchmark from a server that imported the suite once
+# (`--launch-method spawn` starts an interpreter per benchmark and combination, skipped ones too).
 # asv runs the benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no
 # dependencies, no download) into that Python first.
 set -euo pipefail
@@ -26,7 +28,7 @@ fi
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
 "${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \
-    --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr --launch-method spawn \
+    --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr \
     || status=$?
 "$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
 "${asv[@]}" publish

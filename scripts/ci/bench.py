@@ -130,8 +130,7 @@ def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
     options = ["--machine", args.machine, "--record-samples", "--show-stderr"]
     env = {"FWKERNELS_MACHINE": args.machine, "FWKERNELS_RECORDS_DIR": os.path.join(work, "records")}
     if args.python:
-        options += ["-E", f"existing:{args.python}", "--set-commit-hash", commit,
-                    "--launch-method", "spawn"]
+        options += ["-E", f"existing:{args.python}", "--set-commit-hash", commit]
         env.update(existing_environment(args.python, commit))
     else:
         options.append(f"{commit}^!")
