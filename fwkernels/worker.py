@@ -89,7 +89,8 @@ def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) 
     return {**train.summary("samples_per_s"),
             "window_samples_per_s": train.window_samples_per_s, "step_time_s": train.step_time_s,
             "steps_per_window": train.steps, "warmup_s": train.warmup_s,
-            "forward_backward_time_s": fwd_bwd.step_time_s, "loss": workload.loss(),
+            "forward_backward_time_s": fwd_bwd.step_time_s,
+            "forward_backward_warmup_s": fwd_bwd.warmup_s, "loss": workload.loss(),
             "peak_memory_bytes": memory["bytes"], "peak_memory_source": memory["source"],
             "flops_per_step": workload.flops_per_step()}
 
