@@ -208,6 +208,7 @@ def _environment(runs: List[Run]) -> List[str]:
     for run in runs:
         versions = ", ".join(f"{k} {v}" for k, v in sorted(run.framework_versions().items()))
         lines.append(f"{run.env}: {versions or 'no framework measured'}")
+    lines = list(dict.fromkeys(lines))  # one environment name at several commits: once
     extras = {}
     for run in runs:
         for r in run.records:
