@@ -1,22 +1,20 @@
 """PyTorch-specific checks; the generic ones (parity, training, shapes) are in test_models.py."""
 import pytest
 
-from fwkernels.frameworks import unavailable_reason
+from fwkernels.frameworks import load_backend, unavailable_reason
 from fwkernels.frameworks.base import RunConfig
 from fwkernels.models import get_model
 
 if unavailable_reason("torch"):
     pytest.skip(unavailable_reason("torch"), allow_module_level=True)
 
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
 
 def test_training_flops_count_depthwise_convolutions_once_per_group():
     """One training step is about three forward passes (forward, input and weight gradients);
     torch's own count makes MobileNet v2's ~20, its depthwise weight gradients x groups."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from fwkernels.frameworks import load_backend
-
     backend = load_backend("torch")
     config = RunConfig(model=get_model("mobilenet_v2"), batch=2, small=True)
     if backend.unsupported_reason(config):
