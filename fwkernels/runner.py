@@ -49,9 +49,11 @@ def validate(framework: str, model: str, device: str, precision: str, mode: str,
             f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
     if device == "cpu" and precision == "tf32":
         raise InvalidRequest("precision 'tf32' is a GPU tensor-core mode; on cpu use fp32 or bf16")
-    if mode and mode not in info.modes:
-        raise InvalidRequest(
-            f"unknown mode {mode!r} for {framework}; valid modes: {', '.join(info.modes)}")
+    if mode:
+        try:
+            info.check_mode(mode)
+        except ValueError as error:
+            raise InvalidRequest(str(error)) from None
     if batch is not None and batch <= 0:
         raise InvalidRequest(f"batch must be a positive integer, got {batch}")
     reason = unavailable_reason(framework)

@@ -29,10 +29,8 @@ def targets(all_modes: bool) -> List[str]:
     for name in _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS):
         framework, _, mode = name.partition(":")
         info = get_framework(framework)
-        if mode and mode not in info.modes:
-            raise ValueError(f"unknown mode {mode!r} for {framework}; "
-                             f"valid modes: {', '.join(info.modes)}")
         if mode:
+            info.check_mode(mode)
             out.append(framework if mode == info.default_mode else name)
             continue
         out.append(name)

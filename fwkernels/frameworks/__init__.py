@@ -29,6 +29,12 @@ class FrameworkInfo:
     def default_mode(self) -> str:
         return self.modes[0]
 
+    def check_mode(self, mode: str) -> None:
+        """ValueError naming the valid modes unless ``mode`` is one of this framework's."""
+        if mode not in self.modes:
+            raise ValueError(f"unknown mode {mode!r} for {self.name}; "
+                             f"valid modes: {', '.join(self.modes)}")
+
 
 _FRAMEWORKS = [
     FrameworkInfo("torch", "PyTorch", "torch", "torch_backend",
