@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import fwkernels
@@ -113,6 +114,7 @@ def measure(
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **host_info(),
     }
+    start = time.perf_counter()
     for group in worker_groups(device, phases):
         out = _run_worker(dict(request, phases=group), timeout_s)
         record.update(out)
@@ -121,6 +123,7 @@ def measure(
         if out.get("status") != "ok":
             record.setdefault("failed_phase", "+".join(group))  # the worker names it if it can
             break
+    record["measure_s"] = time.perf_counter() - start  # worker processes included
     flops = record.get("flops_per_step")
     if flops and record.get("samples_per_s"):
         record["flops_per_sample"] = flops / record["samples_per_step"]

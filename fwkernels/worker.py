@@ -49,8 +49,10 @@ def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
 
 def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
     """Build the workload and time each of ``request["phases"]`` into ``out``."""
+    start = time.perf_counter()
     backend = load_backend(request["framework"])
     out["framework_version"] = backend.version()
+    out["import_s"] = time.perf_counter() - start
     backend.set_threads(request["threads"])
     device = request["device"]
     if not backend.device_available(device):
@@ -86,13 +88,16 @@ def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) 
     train = _timed(workload, workload.train_step, request, check)
     fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
     memory = _peak_memory(workload, baseline_rss)
+    start = time.perf_counter()
+    flops = workload.flops_per_step()
+    flops_s = time.perf_counter() - start
     return {**train.summary("samples_per_s"),
             "window_samples_per_s": train.window_samples_per_s, "step_time_s": train.step_time_s,
             "steps_per_window": train.steps, "warmup_s": train.warmup_s,
             "forward_backward_time_s": fwd_bwd.step_time_s,
             "forward_backward_warmup_s": fwd_bwd.warmup_s, "loss": workload.loss(),
             "peak_memory_bytes": memory["bytes"], "peak_memory_source": memory["source"],
-            "flops_per_step": workload.flops_per_step()}
+            "flops_per_step": flops, "flops_s": flops_s}
 
 
 def forward_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:

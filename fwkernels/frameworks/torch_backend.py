@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -215,9 +216,12 @@ class Backend(base.Backend):
         return TorchWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
+        # TorchInductor reads TORCHINDUCTOR_* variables (max_autotune, ...) for the compiled modes.
+        inductor = {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")}
+        info = {"inductor_env": inductor} if inductor else {}
         if device != "cuda":
-            return {}
-        return {"cuda_version": torch.version.cuda,
+            return info
+        return {**info, "cuda_version": torch.version.cuda,
                 "cudnn_version": str(torch.backends.cudnn.version()),
                 "device_name": torch.cuda.get_device_name(),
                 "driver_version": base.nvidia_driver_version()}
