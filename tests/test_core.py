@@ -78,7 +78,7 @@ def test_suite_parameters_follow_the_profile(monkeypatch):
     monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:compile,jax:jit")
     assert suite.parameters("cuda")[0] == ["torch:compile", "jax"]
     monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:turbo")
-    with pytest.raises(ValueError, match="valid modes: eager, channels_last, compile, cudagraphs"):
+    with pytest.raises(ValueError, match="valid modes: eager, channels_last, compile, cudagraphs, cudagraphs_tuned"):
         suite.parameters("cuda")
 
 

@@ -38,7 +38,7 @@ class FrameworkInfo:
 
 _FRAMEWORKS = [
     FrameworkInfo("torch", "PyTorch", "torch", "torch_backend",
-                  ("eager", "channels_last", "compile", "cudagraphs")),
+                  ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned")),
     FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow_backend",
                   ("function", "xla")),
     FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet_backend", ("hybrid", "imperative")),
