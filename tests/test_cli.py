@@ -100,3 +100,9 @@ def test_sweep_table_names_the_framework_where_it_holds_several():
     both = markdown([base, dict(base, framework="b", framework_title="B", mode="eager")], "")
     assert "| ncf | a:jit |" in both and "| ncf | b:eager |" in both
     assert "A 1, B 1 on GPU" in both
+    # A train-only record (no forward phase) and the compiler variables it ran under.
+    train_only = {k: v for k, v in base.items() if not k.startswith("forward_")}
+    train_only.update(forward_backward_time_s=0.1, xla_flags="--xla_gpu_autotune_level=0")
+    row = markdown([train_only], "").splitlines()[-1]
+    assert row.startswith("| ncf | jit (XLA_FLAGS=--xla_gpu_autotune_level=0) | bf16 |")
+    assert "| 100.0 | 100.0 | – | 1 / – |" in row

@@ -5,6 +5,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -254,3 +256,17 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
     assert len(torch_rows) == 1
     assert all(report.outcome(torch_rows[0], THROUGHPUT, m, "bf16").status == "ok"
                for m in ("ncf", "resnet50"))
+
+
+def test_combination_time_splits_each_measurement(tmp_path):
+    record = dict(status="ok", framework="jax", measure_s=40.0, import_s=2.0, build_s=6.0,
+                  warmup_s=10.0, forward_backward_warmup_s=4.0, forward_warmup_s=3.0,
+                  flops_s=1.0, windows=5, steps_per_window=10, step_time_s=0.05)
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in
+                              [record, dict(record, status="oom"), dict(record, measure_s=50.0)]))
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "combination_time.py")
+    out = subprocess.run([sys.executable, script, str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    # two ok records: 90 s in all; warm-up 17 s and training windows 2.5 s each; rest 90 - 2 x 28.5
+    assert out.splitlines()[-1] == "| jax | 2 | 90 | 4 | 12 | 34 | 2 | 5 | 33 |"
