@@ -81,8 +81,9 @@ def markdown(records: List[Dict[str, Any]], command: str) -> str:
     several = len({r["framework"] for r in records}) > 1  # then the mode cell names the framework
     for r in records:
         mode = f"{r['framework']}:{r['mode']}" if several else r["mode"]
-        if _environment_settings(r):
-            mode += f" ({_environment_settings(r)})"
+        settings = _environment_settings(r)
+        if settings:
+            mode += f" ({settings})"
         head = f"| {r['model']} | {mode} | {r['precision']} "
         if r["status"] != "ok":
             lines.append(head + f"| {r.get('batch', '–')} | {r['status'].upper()}: "
