@@ -178,6 +178,14 @@ def main() -> int:
              "", "| model | batch | suite (mean ± std) | bare loop (mean ± std) | suite / bare |",
              "|---|---|---|---|---|"]
     start = time.perf_counter()
+
+    def write(rows: list) -> str:  # after every model: a run stopped part-way keeps its rows
+        text = "\n".join(rows) + "\n"
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text)
+        return text
+
     for model in args.models.split(","):
         spec = MODELS[model]
         batch = spec.default_batch(args.device)
@@ -186,6 +194,7 @@ def main() -> int:
                          phases=("train",))
         if record["status"] != "ok":
             lines.append(f"| {model} | {batch} | {record['status']}: {record.get('error')} | | |")
+            write(lines)
             continue
         bare = bare_rates(args.framework, model, args.device, args.precision, batch, args.steps, windows, warmup,
                           threads)
@@ -194,12 +203,9 @@ def main() -> int:
         lines.append(f"| {model} | {batch} | {suite_mean:,.4g} ± {record['samples_per_s_std']:.2g} "
                      f"| {bare_mean:,.4g} ± {bare_std:.2g} | {suite_mean / bare_mean:.3f} |")
         print(lines[-1], flush=True)
+        write(lines)
     lines += ["", f"Wall time: {time.perf_counter() - start:.0f} s."]
-    text = "\n".join(lines) + "\n"
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text)
-    print(text)
+    print(write(lines))
     return 0
 
 

@@ -270,3 +270,24 @@ def test_combination_time_splits_each_measurement(tmp_path):
                          check=True).stdout
     # two ok records: 90 s in all; warm-up 17 s and training windows 2.5 s each; rest 90 - 2 x 28.5
     assert out.splitlines()[-1] == "| jax | 2 | 90 | 4 | 12 | 34 | 2 | 5 | 33 |"
+
+
+def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
+    def record(framework, mode, rate, timestamp, status="ok", model="resnet50"):
+        return dict(framework=framework, mode=mode, model=model, precision="bf16",
+                    samples_per_s=rate, timestamp=timestamp, status=status)
+
+    records = [record("torch", "eager", 100.0, "2026-01-01"),
+               record("torch", "eager", 200.0, "2026-02-01"),
+               record("torch", "compile", 900.0, "2026-03-01"),
+               record("keras-torch", "eager", 80.0, "2026-02-01"),
+               record("keras-torch", "eager", 10.0, "2026-03-01", status="error"),
+               record("keras-torch", "eager", 50.0, "2026-02-01", model="ncf")]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "framework_ratio.py")
+    out = subprocess.run([sys.executable, script, "torch:eager", "keras-torch", str(path)],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "| keras-torch / torch:eager | fp32 | tf32 | bf16 |"
+    assert "| resnet50 | - | - | 0.40 |" in out  # 80 / 200: newest eager, the failed run left out
+    assert "| ncf | - | - | - |" in out
