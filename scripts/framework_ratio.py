@@ -3,8 +3,7 @@
     python scripts/framework_ratio.py BASELINE OTHER RECORDS.jsonl [RECORDS.jsonl ...]
 
 BASELINE and OTHER are framework names, optionally with a mode (``torch``, ``torch:compile``,
-``keras-torch``); a name alone means the framework's default mode as recorded (the mode the
-record names). Prints a Markdown table of OTHER / BASELINE for every model and precision where
+``keras-torch``); a name alone means the framework's default mode (``torch`` is eager). Prints a Markdown table of OTHER / BASELINE for every model and precision where
 both have a finished record; where a combination was measured more than once, the newest record
 (by timestamp) counts. ``-`` where either is missing or did not finish.
 """
@@ -14,20 +13,19 @@ import json
 import sys
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from fwkernels.frameworks import get_framework
 from fwkernels.models import MODELS
+from fwkernels.results import split_target
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 
-def matches(record: Dict, target: str) -> bool:
-    framework, _, mode = target.partition(":")
-    return record["framework"] == framework and (not mode or record.get("mode") == mode)
-
-
 def newest_rates(records: Iterable[Dict], target: str) -> Dict[Tuple[str, str], float]:
+    framework, mode = split_target(target)
+    get_framework(framework).check_mode(mode)  # unknown names fail with the valid ones
     newest: Dict[Tuple[str, str], Dict] = {}
     for r in records:
-        if matches(r, target) and r.get("status") == "ok":
+        if (r["framework"], r.get("mode")) == (framework, mode) and r.get("status") == "ok":
             key = (r["model"], r["precision"])
             if key not in newest or r["timestamp"] > newest[key]["timestamp"]:
                 newest[key] = r
@@ -58,7 +56,11 @@ def main(argv: List[str]) -> int:
     for path in paths:
         with open(path) as f:
             records += [json.loads(line) for line in f if line.strip()]
-    print(table(records, baseline, other))
+    try:
+        print(table(records, baseline, other))
+    except ValueError as error:  # an unknown framework or mode, with the valid ones
+        print(f"framework_ratio.py: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -286,8 +286,12 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records))
     script = os.path.join(os.path.dirname(__file__), "..", "scripts", "framework_ratio.py")
-    out = subprocess.run([sys.executable, script, "torch:eager", "keras-torch", str(path)],
+    out = subprocess.run([sys.executable, script, "torch", "keras-torch", str(path)],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out[0] == "| keras-torch / torch:eager | fp32 | tf32 | bf16 |"
-    assert "| resnet50 | - | - | 0.40 |" in out  # 80 / 200: newest eager, the failed run left out
+    assert out[0] == "| keras-torch / torch | fp32 | tf32 | bf16 |"
+    # 80 / 200: torch is eager (not the newer compile record), the failed Keras run left out
+    assert "| resnet50 | - | - | 0.40 |" in out
     assert "| ncf | - | - | - |" in out
+    wrong = subprocess.run([sys.executable, script, "torch:jit", "keras-torch", str(path)],
+                           capture_output=True, text=True)
+    assert wrong.returncode != 0 and "valid modes: eager, channels_last" in wrong.stderr
