@@ -196,8 +196,8 @@ def main() -> int:
             lines.append(f"| {model} | {batch} | {record['status']}: {record.get('error')} | | |")
             write(lines)
             continue
-        bare = bare_rates(args.framework, model, args.device, args.precision, batch, args.steps, windows, warmup,
-                          threads)
+        bare = bare_rates(args.framework, model, args.device, args.precision, batch, args.steps,
+                          windows, warmup, threads)
         suite_mean, bare_mean = record["samples_per_s"], statistics.fmean(bare)
         bare_std = statistics.stdev(bare) if len(bare) > 1 else 0.0
         lines.append(f"| {model} | {batch} | {suite_mean:,.4g} ± {record['samples_per_s_std']:.2g} "
