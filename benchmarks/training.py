@@ -11,7 +11,8 @@ reason in stderr and in the records file.
 Profile switches (environment variables, read when asv discovers the suite):
   FWKERNELS_DEVICE      cpu (default) or cuda
   FWKERNELS_PRECISIONS  comma list (default: fp32 on cpu; fp32,tf32,bf16 on cuda)
-  FWKERNELS_MODES       "default" (each framework's first mode) or "all"
+  FWKERNELS_MODES       "default" (each framework's first mode), "tuned" (that and its
+                        compiled modes, FrameworkInfo.tuned_modes) or "all"
   FWKERNELS_MODELS      comma list (default: all ten)
   FWKERNELS_FRAMEWORKS  comma list (default: all registered); "name:mode" names one mode
   FWKERNELS_SELECT      regular expression on "framework[:mode]/model/precision": other

@@ -19,12 +19,19 @@ def _env_list(name: str, default: Sequence[str]) -> List[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else list(default)
 
 
-def targets(all_modes: bool) -> List[str]:
+MODE_PROFILES = ("default", "tuned", "all")
+
+
+def targets(profile: str = "default") -> List[str]:
     """asv's framework parameter: "name" for the default mode, "name:mode" for the others.
 
-    FWKERNELS_FRAMEWORKS may name one mode ("torch:compile"): only that target, not the grid
-    of every mode (asv starts a process per benchmark and combination, skipped ones too).
+    ``profile`` picks the modes of each framework: "default" (its first), "tuned" (that and its
+    compiled modes, ``FrameworkInfo.tuned_modes``) or "all". FWKERNELS_FRAMEWORKS may name one
+    mode ("torch:compile"): only that target, not the profile's modes (asv starts a process per
+    benchmark and combination, skipped ones too).
     """
+    if profile not in MODE_PROFILES:
+        raise ValueError(f"unknown FWKERNELS_MODES {profile!r}; valid: {', '.join(MODE_PROFILES)}")
     out = []
     for name in _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS):
         framework, _, mode = name.partition(":")
@@ -33,16 +40,15 @@ def targets(all_modes: bool) -> List[str]:
             info.check_mode(mode)
             out.append(framework if mode == info.default_mode else name)
             continue
-        out.append(name)
-        if all_modes:
-            out += [f"{name}:{mode}" for mode in info.modes[1:]]
+        extra = {"default": (), "tuned": info.tuned_modes, "all": info.modes[1:]}[profile]
+        out += [name] + [f"{name}:{m}" for m in extra]
     return out
 
 
 def parameters(device: str) -> List[List[str]]:
     precisions = _env_list("FWKERNELS_PRECISIONS", ["fp32"] if device == "cpu" else PRECISIONS)
-    all_modes = os.environ.get("FWKERNELS_MODES", "default") == "all"
-    return [targets(all_modes), _env_list("FWKERNELS_MODELS", MODELS), precisions]
+    profile = os.environ.get("FWKERNELS_MODES", "").strip() or "default"
+    return [targets(profile), _env_list("FWKERNELS_MODELS", MODELS), precisions]
 
 
 def make_cache_dir() -> str:

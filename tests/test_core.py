@@ -75,11 +75,24 @@ def test_suite_parameters_follow_the_profile(monkeypatch):
     frameworks, models, precisions = suite.parameters("cuda")
     assert frameworks[0] == "torch" and "torch:compile" in frameworks
     assert models == ["resnet50"] and precisions == ["fp32", "tf32", "bf16"]
+    monkeypatch.setenv("FWKERNELS_MODES", "tuned")
+    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch,jax,tensorflow")
+    assert suite.parameters("cuda")[0] == ["torch", "torch:compile", "torch:cudagraphs", "jax",
+                                           "tensorflow", "tensorflow:xla"]
+    monkeypatch.setenv("FWKERNELS_MODES", "fast")
+    with pytest.raises(ValueError, match="valid: default, tuned, all"):
+        suite.parameters("cuda")
+    monkeypatch.setenv("FWKERNELS_MODES", "all")
     monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:compile,jax:jit")
     assert suite.parameters("cuda")[0] == ["torch:compile", "jax"]
     monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:turbo")
     with pytest.raises(ValueError, match="valid modes: eager, channels_last, compile, cudagraphs, cudagraphs_tuned"):
         suite.parameters("cuda")
+
+
+def test_tuned_modes_are_modes_other_than_the_default():
+    for info in FRAMEWORKS.values():
+        assert set(info.tuned_modes) <= set(info.modes[1:]), info.name
 
 
 def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path):

@@ -23,6 +23,7 @@ class FrameworkInfo:
     package: str  # import name whose presence makes the framework available
     module: str  # backend module, relative to fwkernels.frameworks
     modes: Tuple[str, ...]  # execution modes; the first is the default
+    tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
 
     @property
@@ -38,20 +39,22 @@ class FrameworkInfo:
 
 _FRAMEWORKS = [
     FrameworkInfo("torch", "PyTorch", "torch", "torch_backend",
-                  ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned")),
+                  ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned"),
+                  tuned_modes=("compile", "cudagraphs")),
     FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow_backend",
-                  ("function", "xla")),
+                  ("function", "xla"), tuned_modes=("xla",)),
     FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet_backend", ("hybrid", "imperative")),
-    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle_backend", ("dynamic", "static")),
+    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle_backend", ("dynamic", "static"),
+                  tuned_modes=("static",)),
     FrameworkInfo("chainer", "Chainer", "chainer", "chainer_backend", ("define_by_run",)),
     FrameworkInfo("cntk", "CNTK", "cntk", "cntk_backend", ("graph",)),
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax_backend", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras_backend", ("jit",),
-                  (("backend", "jax"),)),
+                  options=(("backend", "jax"),)),
     FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras_backend", ("eager",),
-                  (("backend", "torch"),)),
+                  options=(("backend", "torch"),)),
     FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras_backend",
-                  ("function",), (("backend", "tensorflow"),)),
+                  ("function",), options=(("backend", "tensorflow"),)),
 ]
 
 FRAMEWORKS: Dict[str, FrameworkInfo] = {f.name: f for f in _FRAMEWORKS}
