@@ -1,4 +1,9 @@
 """PyTorch-specific checks; the generic ones (parity, training, shapes) are in test_models.py."""
+import math
+import os
+import subprocess
+import sys
+
 import pytest
 
 from fwkernels.frameworks import load_backend, unavailable_reason
@@ -25,3 +30,16 @@ def test_training_flops_count_depthwise_convolutions_once_per_group():
         workload.module(*workload.inputs)
     ratio = workload.flops_per_step() / counter.get_total_flops()
     assert 2.5 < ratio < 3.0, ratio  # 3 less the first layer's input gradient, not computed
+
+
+def test_loss_curve_prints_the_loss_of_each_step():
+    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "loss_curve.py")
+    out = subprocess.run([sys.executable, script, "torch", "ncf", "--batch", "64", "--steps", "3",
+                          "--every", "1"], capture_output=True, text=True, check=True).stdout
+    steps = [line.split() for line in out.splitlines()[1:]]
+    assert [int(s[0]) for s in steps] == [1, 2, 3]
+    assert all(math.isfinite(float(s[1])) for s in steps)
+    wrong = subprocess.run([sys.executable, script, "torch", "resnet5"], capture_output=True,
+                           text=True)
+    assert wrong.returncode == 2 and "valid models:" in wrong.stderr
+
