@@ -26,6 +26,11 @@ PHASES = ("train", "forward")
 # Defaults per device: windows, target seconds per window, warm-up steps.
 DEFAULTS = {"cpu": (3, 1.5, 2), "cuda": (5, 0.5, 10)}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+# Compilers that keep their output on disk between processes (TorchInductor's graphs and
+# autotuning choices, Triton's kernels). Each worker gets them empty, so a compiled mode's warm-up
+# is a cold compile whatever ran before it, as JAX's and TensorFlow's (kept in memory) always are.
+# A variable set by the caller is kept: a measurement against that (warm) cache.
+COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 class InvalidRequest(ValueError):
@@ -112,7 +117,7 @@ def measure(
         "samples_per_step": spec.samples_per_step(request["batch"]),
         "canonical_params": spec.params, "expected_params": spec.expected_params(framework),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **host_info(),
+        "compile_cache": compile_cache_setting(), **host_info(),
     }
     start = time.perf_counter()
     for group in worker_groups(device, phases):
@@ -141,10 +146,22 @@ def worker_groups(device: str, phases: Sequence[str]) -> List[List[str]]:
     return [sorted(phases, key=lambda phase: phase != "forward")]
 
 
+def compile_cache_setting() -> str:
+    """How the workers' on-disk compiler caches are set, for the record."""
+    kept = [f"{name}={os.environ[name]}" for name in COMPILE_CACHE_VARIABLES if name in os.environ]
+    return " ".join(kept) or "empty per worker"
+
+
+def worker_environment(threads: int, tmp: str) -> Dict[str, str]:
+    """The worker's environment: thread counts, and empty compiler caches inside ``tmp``."""
+    fresh = {name: os.path.join(tmp, name.lower()) for name in COMPILE_CACHE_VARIABLES
+             if name not in os.environ}
+    return dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh)
+
+
 def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
-    threads = str(request["threads"])
-    env = dict(os.environ, **{name: threads for name in THREAD_VARIABLES})
     with tempfile.TemporaryDirectory(prefix="fwkernels-") as tmp:
+        env = worker_environment(request["threads"], tmp)
         path = os.path.join(tmp, "result.json")
         command = [sys.executable, "-m", "fwkernels.worker", json.dumps(request), path]
         try:

@@ -59,11 +59,15 @@ def _ms(value: Any) -> str:
 
 
 def _environment_settings(r: Dict[str, Any]) -> str:
-    """Compiler variables the record ran under (XLA_FLAGS, TORCHINDUCTOR_*), for the mode cell."""
+    """Compiler variables the record ran under (XLA_FLAGS, TORCHINDUCTOR_*, a compile cache kept
+    between runs), for the mode cell."""
     settings = dict(r.get("inductor_env") or {})
     if r.get("xla_flags"):
         settings["XLA_FLAGS"] = r["xla_flags"]
-    return " ".join(f"{k}={v}" for k, v in settings.items())
+    words = [f"{k}={v}" for k, v in settings.items()]
+    if r.get("compile_cache", "empty per worker") != "empty per worker":
+        words.append(r["compile_cache"])
+    return " ".join(words)
 
 
 def markdown(records: List[Dict[str, Any]], command: str) -> str:

@@ -106,3 +106,5 @@ def test_sweep_table_names_the_framework_where_it_holds_several():
     row = markdown([train_only], "").splitlines()[-1]
     assert row.startswith("| ncf | jit (XLA_FLAGS=--xla_gpu_autotune_level=0) | bf16 |")
     assert "| 100.0 | 100.0 | – | 1 / – |" in row
+    warm = dict(base, compile_cache="TORCHINDUCTOR_CACHE_DIR=/warm")
+    assert "| jit (TORCHINDUCTOR_CACHE_DIR=/warm) |" in markdown([warm], "")

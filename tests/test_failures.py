@@ -56,6 +56,17 @@ def test_cpu_phases_get_a_process_each_and_gpu_phases_share_one_forward_first():
     assert runner.worker_groups("cuda", runner.PHASES) == [["forward", "train"]]
 
 
+def test_workers_compile_into_empty_caches_unless_the_caller_sets_one(monkeypatch, tmp_path):
+    for name in runner.COMPILE_CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    env = runner.worker_environment(3, str(tmp_path))
+    assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path)) and env["OMP_NUM_THREADS"] == "3"
+    assert runner.compile_cache_setting() == "empty per worker"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/warm")
+    assert runner.worker_environment(3, str(tmp_path))["TORCHINDUCTOR_CACHE_DIR"] == "/warm"
+    assert runner.compile_cache_setting() == "TORCHINDUCTOR_CACHE_DIR=/warm"
+
+
 def test_a_failing_phase_keeps_the_figures_of_the_phases_before_it(monkeypatch, tmp_path):
     def fail(*_):
         raise NonFiniteLoss("loss is nan")

@@ -233,8 +233,10 @@ class Backend(base.Backend):
         return TorchWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        # TorchInductor reads TORCHINDUCTOR_* variables (max_autotune, ...) for the compiled modes.
-        inductor = {k: v for k, v in os.environ.items() if k.startswith("TORCHINDUCTOR_")}
+        # TorchInductor reads TORCHINDUCTOR_* variables (max_autotune, ...) for the compiled modes;
+        # the record's compile_cache says where its cache was.
+        inductor = {k: v for k, v in os.environ.items()
+                    if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR"}
         info = {"inductor_env": inductor} if inductor else {}
         if device != "cuda":
             return info
