@@ -31,6 +31,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 # is a cold compile whatever ran before it, as JAX's and TensorFlow's (kept in memory) always are.
 # A variable set by the caller is kept: a measurement against that (warm) cache.
 COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+EMPTY_COMPILE_CACHE = "empty per worker"  # the record's compile_cache when none is set
 
 
 class InvalidRequest(ValueError):
@@ -149,7 +150,7 @@ def worker_groups(device: str, phases: Sequence[str]) -> List[List[str]]:
 def compile_cache_setting() -> str:
     """How the workers' on-disk compiler caches are set, for the record."""
     kept = [f"{name}={os.environ[name]}" for name in COMPILE_CACHE_VARIABLES if name in os.environ]
-    return " ".join(kept) or "empty per worker"
+    return " ".join(kept) or EMPTY_COMPILE_CACHE
 
 
 def worker_environment(threads: int, tmp: str) -> Dict[str, str]:

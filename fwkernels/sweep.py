@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List
 
 from fwkernels.frameworks import get_framework
 from fwkernels.models import MODELS
-from fwkernels.runner import InvalidRequest, measure
+from fwkernels.runner import EMPTY_COMPILE_CACHE, InvalidRequest, measure
 
 
 def run_sweep(frameworks: Iterable[str], models: Iterable[str], precisions: Iterable[str],
@@ -65,7 +65,7 @@ def _environment_settings(r: Dict[str, Any]) -> str:
     if r.get("xla_flags"):
         settings["XLA_FLAGS"] = r["xla_flags"]
     words = [f"{k}={v}" for k, v in settings.items()]
-    if r.get("compile_cache", "empty per worker") != "empty per worker":
+    if r.get("compile_cache", EMPTY_COMPILE_CACHE) != EMPTY_COMPILE_CACHE:
         words.append(r["compile_cache"])
     return " ".join(words)
 

@@ -61,7 +61,7 @@ def test_workers_compile_into_empty_caches_unless_the_caller_sets_one(monkeypatc
         monkeypatch.delenv(name, raising=False)
     env = runner.worker_environment(3, str(tmp_path))
     assert env["TRITON_CACHE_DIR"].startswith(str(tmp_path)) and env["OMP_NUM_THREADS"] == "3"
-    assert runner.compile_cache_setting() == "empty per worker"
+    assert runner.compile_cache_setting() == runner.EMPTY_COMPILE_CACHE
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/warm")
     assert runner.worker_environment(3, str(tmp_path))["TORCHINDUCTOR_CACHE_DIR"] == "/warm"
     assert runner.compile_cache_setting() == "TORCHINDUCTOR_CACHE_DIR=/warm"
