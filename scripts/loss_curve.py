@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from fwkernels.frameworks import get_framework, load_backend
-from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks import load_backend
+from fwkernels.frameworks.base import DEVICES, PRECISIONS, RunConfig
 from fwkernels.models import get_model
-from fwkernels.runner import default_threads
+from fwkernels.runner import InvalidRequest, default_threads, validate
 
 
 def main() -> None:
@@ -26,19 +26,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="default: the model's GPU batch")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--every", type=int, default=10)
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16"])
+    parser.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
+    parser.add_argument("--precision", default="fp32", help=f"one of: {', '.join(PRECISIONS)}")
     parser.add_argument("--mode", default="")
     args = parser.parse_args()
     try:  # unknown names fail with the valid ones
-        model = get_model(args.model)
-        info = get_framework(args.framework)
-        if args.mode:
-            info.check_mode(args.mode)
-        backend = load_backend(args.framework)
-    except ValueError as error:
+        validate(args.framework, args.model, args.device, args.precision, args.mode, args.batch)
+    except InvalidRequest as error:
         parser.error(str(error))
+    backend = load_backend(args.framework)
     backend.set_threads(default_threads())
+    model = get_model(args.model)
     config = RunConfig(model=model, batch=args.batch or model.batch_gpu, device=args.device,
                        precision=args.precision, mode=args.mode)
     workload = backend.build(config)

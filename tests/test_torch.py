@@ -42,4 +42,3 @@ def test_loss_curve_prints_the_loss_of_each_step():
     wrong = subprocess.run([sys.executable, script, "torch", "resnet5"], capture_output=True,
                            text=True)
     assert wrong.returncode == 2 and "valid models:" in wrong.stderr
-
