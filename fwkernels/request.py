@@ -1,0 +1,151 @@
+"""The request resolver: from what a caller asked for to one valid measurement request.
+
+Every entry point (``fwkernels measure`` and ``sweep``, the asv suite, the experiments) resolves
+its input here, so the defaults and the rules are written once:
+
+* defaults: the framework's first mode, the model's batch for the device, the protocol's windows,
+  window length and warm-up steps for the device, all usable CPU cores;
+* targets: asv's framework parameter ``name`` or ``name:mode`` (``parse_target``, ``target_name``);
+* rules: names must be known (a usage error naming the valid choices: ``InvalidRequest``), and a
+  combination this machine cannot run is a ``Skip`` with its reason (a framework not installed,
+  TF32 on the CPU).  Whether a device is present is known only with the framework imported, so
+  the worker checks it (``fwkernels.worker``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from fwkernels.frameworks import FRAMEWORKS, get_framework, unavailable_reason
+from fwkernels.frameworks.base import DEVICES, PRECISIONS
+from fwkernels.models import get_model
+from fwkernels.registry import check
+
+
+@dataclass(frozen=True)
+class ProtocolDefaults:
+    windows: int
+    window_seconds: float  # target length of one timing window
+    warmup: int  # warm-up steps
+
+
+DEFAULTS = {"cpu": ProtocolDefaults(3, 1.5, 2), "cuda": ProtocolDefaults(5, 0.5, 10)}
+
+
+class InvalidRequest(ValueError):
+    """Bad input: the message names the valid choices (the CLI exits with status 2)."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A valid combination this machine cannot run, with the reason."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One combination with every default filled in: what a worker process is told to measure."""
+    framework: str
+    model: str
+    device: str
+    precision: str
+    mode: str
+    batch: int
+    windows: int
+    steps: Optional[int]  # steps per window; None: calibrated to window_seconds
+    window_seconds: float
+    warmup: int
+    threads: int
+
+    @property
+    def target(self) -> str:
+        return target_name(self.framework, self.mode)
+
+    def worker_message(self, phases: Sequence[str]) -> Dict[str, Any]:
+        """The JSON object a worker reads (plain types: any Python can read it)."""
+        return {**dataclasses.asdict(self), "phases": list(phases)}
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def split_target(target: str) -> Tuple[str, str]:
+    """asv's framework parameter -> (framework, mode); a bare name is the default mode.  Names
+    are not checked (results may hold frameworks this version does not know)."""
+    framework, _, mode = target.partition(":")
+    info = FRAMEWORKS.get(framework)
+    return framework, mode or (info.default_mode if info else "")
+
+
+def parse_target(target: str) -> Tuple[str, str]:
+    """Like ``split_target``, but an unknown framework or mode is an ``InvalidRequest``."""
+    framework, _, mode = target.partition(":")
+    try:
+        info = get_framework(framework)
+        return framework, info.check_mode(mode) if mode else info.default_mode
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
+
+
+def target_name(framework: str, mode: str) -> str:
+    """The inverse of ``split_target``: the name alone for the default mode."""
+    info = FRAMEWORKS.get(framework)
+    return framework if not mode or (info and mode == info.default_mode) else f"{framework}:{mode}"
+
+
+def targets(frameworks: Sequence[str], profile: str) -> List[str]:
+    """Targets of the named frameworks: each one's default mode, plus its tuned modes
+    (profile "tuned") or all its modes ("all"); a name with ":mode" is that target alone."""
+    profiles = {"default": lambda info: (), "tuned": lambda info: info.tuned_modes,
+                "all": lambda info: info.modes[1:]}
+    extra_modes = profiles.get(profile)
+    if extra_modes is None:
+        raise ValueError(f"unknown FWKERNELS_MODES {profile!r}; valid: {', '.join(profiles)}")
+    out = []
+    for name in frameworks:
+        if ":" in name:
+            out.append(target_name(*parse_target(name)))
+            continue
+        out += [name] + [f"{name}:{mode}" for mode in extra_modes(get_framework(name))]
+    return out
+
+
+def resolve(framework: str, model: str, *, device: str = "cpu", precision: str = "fp32",
+            mode: Optional[str] = None, batch: Optional[int] = None,
+            windows: Optional[int] = None, steps: Optional[int] = None,
+            window_seconds: Optional[float] = None, warmup: Optional[int] = None,
+            threads: Optional[int] = None) -> Union[Request, Skip]:
+    """The request, or the reason this machine skips it; InvalidRequest for bad input.
+    ``mode`` None or "" is the framework's default mode; other None values are defaults."""
+    try:
+        info = get_framework(framework)
+        spec = get_model(model)
+        check(device, DEVICES, "device")
+        check(precision, PRECISIONS, "precision")
+        mode = info.check_mode(mode) if mode else info.default_mode
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
+    if batch is not None and batch <= 0:
+        raise InvalidRequest(f"batch must be a positive integer, got {batch}")
+    if device == "cpu" and precision == "tf32":
+        return Skip("precision 'tf32' is a GPU tensor-core mode; on cpu use fp32 or bf16")
+    reason = unavailable_reason(framework)
+    if reason:
+        return Skip(f"framework {framework!r} is not available: {reason}")
+    defaults = DEFAULTS[device]
+    return Request(framework=framework, model=model, device=device, precision=precision,
+                   mode=mode, batch=batch or spec.default_batch(device),
+                   windows=windows or defaults.windows, steps=steps,
+                   window_seconds=window_seconds or defaults.window_seconds,
+                   warmup=defaults.warmup if warmup is None else warmup,
+                   threads=threads or default_threads())
+
+
+def require(resolved: Union[Request, Skip]) -> Request:
+    """The request itself: a skip is a usage error where the caller named one combination."""
+    if isinstance(resolved, Skip):
+        raise InvalidRequest(resolved.reason)
+    return resolved
