@@ -12,7 +12,9 @@ paper (arXiv:1512.01274).  Counts: docs/models.md derives each one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
+
+from fwkernels.registry import lookup
 
 Shape = Tuple[int, ...]
 
@@ -54,6 +56,11 @@ class ModelSpec:
         if self.num_classes == 1:
             return (batch,)
         return (batch, self.num_classes)
+
+    def input_shapes(self, batch: int, small: bool = False) -> Dict[str, Shape]:
+        """Input shapes with the batch dimension in front."""
+        shapes = self.small_inputs if small else self.inputs
+        return {k: (batch,) + tuple(v) for k, v in shapes.items()}
 
     def default_batch(self, device: str) -> int:
         return self.batch_cpu if device == "cpu" else self.batch_gpu
@@ -162,9 +169,4 @@ def list_models() -> list:
 
 
 def get_model(name: str) -> ModelSpec:
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown model {name!r}; valid models: {', '.join(MODELS)}"
-        ) from None
+    return lookup(MODELS, name, "model")

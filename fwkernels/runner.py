@@ -1,8 +1,8 @@
-"""Measure one (framework, model) combination: validation, fresh worker processes, one record.
+"""Measure one resolved request in fresh worker processes and return its record.
 
-Used by the CLI and the asv suite alike.  The phases (train, forward) run in
-fresh worker processes (``fwkernels.worker``); a crash, OOM or NaN there
-becomes the record's ``status`` and the caller goes on.
+Used by the CLI, ``sweep``, the asv suite and the experiments alike.  The phases (train,
+forward) run in fresh worker processes (``fwkernels.worker``); a crash, OOM or NaN there becomes
+the record's ``status`` and the caller goes on.
 """
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import fwkernels
-from fwkernels.frameworks import get_framework, unavailable_reason
-from fwkernels.frameworks.base import DEVICES, PRECISIONS
+from fwkernels.frameworks import get_framework
 from fwkernels.models import get_model
+from fwkernels.record import Record
+from fwkernels.request import InvalidRequest, Request, require, resolve
 
 PHASES = ("train", "forward")
-# Defaults per device: windows, target seconds per window, warm-up steps.
-DEFAULTS = {"cpu": (3, 1.5, 2), "cuda": (5, 0.5, 10)}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # Compilers that keep their output on disk between processes (TorchInductor's graphs and
 # autotuning choices, Triton's kernels). Each worker gets them empty, so a compiled mode's warm-up
@@ -32,40 +31,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 # A variable set by the caller is kept: a measurement against that (warm) cache.
 COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 EMPTY_COMPILE_CACHE = "empty per worker"  # the record's compile_cache when none is set
-
-
-class InvalidRequest(ValueError):
-    """Bad input: the message names the valid choices."""
-
-
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0))
-
-
-def validate(framework: str, model: str, device: str, precision: str, mode: str,
-             batch: Optional[int]) -> None:
-    try:
-        info = get_framework(framework)
-        get_model(model)
-    except ValueError as error:
-        raise InvalidRequest(str(error)) from None
-    if device not in DEVICES:
-        raise InvalidRequest(f"unknown device {device!r}; valid devices: {', '.join(DEVICES)}")
-    if precision not in PRECISIONS:
-        raise InvalidRequest(
-            f"unknown precision {precision!r}; valid precisions: {', '.join(PRECISIONS)}")
-    if device == "cpu" and precision == "tf32":
-        raise InvalidRequest("precision 'tf32' is a GPU tensor-core mode; on cpu use fp32 or bf16")
-    if mode:
-        try:
-            info.check_mode(mode)
-        except ValueError as error:
-            raise InvalidRequest(str(error)) from None
-    if batch is not None and batch <= 0:
-        raise InvalidRequest(f"batch must be a positive integer, got {batch}")
-    reason = unavailable_reason(framework)
-    if reason:
-        raise InvalidRequest(f"framework {framework!r} is not available: {reason}")
 
 
 def host_info() -> Dict[str, Any]:
@@ -79,50 +44,30 @@ def host_info() -> Dict[str, Any]:
             "python": platform.python_version(), "fwkernels_version": fwkernels.__version__}
 
 
-def measure(
-    framework: str,
-    model: str,
-    *,
-    device: str = "cpu",
-    batch: Optional[int] = None,
-    precision: str = "fp32",
-    mode: str = "",
-    windows: Optional[int] = None,
-    steps: Optional[int] = None,
-    window_seconds: Optional[float] = None,
-    warmup: Optional[int] = None,
-    threads: Optional[int] = None,
-    phases: Sequence[str] = PHASES,
-    timeout_s: float = 1800,
-) -> Dict[str, Any]:
-    """Run the protocol for one combination and return its record (``status`` says how it went).
+def measure(framework: str, model: str, *, phases: Sequence[str] = PHASES,
+            timeout_s: float = 1800, **choices: Any) -> Record:
+    """Resolve (``fwkernels.request.resolve``: device, batch, precision, mode, windows, steps,
+    window_seconds, warmup, threads) and run one combination.  Raises ``InvalidRequest`` for bad
+    input, a combination this machine skips, and a device the framework does not see."""
+    return run(require(resolve(framework, model, **choices)), phases, timeout_s)
 
-    Raises ``InvalidRequest`` for bad input, including a device the framework does not see.
-    """
-    validate(framework, model, device, precision, mode, batch)
-    spec = get_model(model)
-    default_windows, default_seconds, default_warmup = DEFAULTS[device]
-    request = {
-        "framework": framework, "model": model, "device": device,
-        "batch": batch or spec.default_batch(device), "precision": precision,
-        "mode": mode or get_framework(framework).default_mode,
-        "windows": windows or default_windows, "steps": steps,
-        "window_seconds": window_seconds or default_seconds,
-        "warmup": default_warmup if warmup is None else warmup,
-        "threads": threads or default_threads(),
-    }
+
+def run(request: Request, phases: Sequence[str] = PHASES, timeout_s: float = 1800) -> Record:
+    """Run the protocol for one request and return its record (``status`` says how it went)."""
+    spec = get_model(request.model)
     record: Dict[str, Any] = {
-        **{k: request[k] for k in ("framework", "mode", "model", "device", "batch", "precision",
-                                   "threads", "windows", "warmup")},
-        "framework_title": get_framework(framework).title, "task": spec.task, "unit": spec.unit,
-        "samples_per_step": spec.samples_per_step(request["batch"]),
-        "canonical_params": spec.params, "expected_params": spec.expected_params(framework),
+        "framework": request.framework, "mode": request.mode, "model": request.model,
+        "device": request.device, "batch": request.batch, "precision": request.precision,
+        "threads": request.threads, "windows": request.windows, "warmup": request.warmup,
+        "framework_title": get_framework(request.framework).title, "task": spec.task,
+        "unit": spec.unit, "samples_per_step": spec.samples_per_step(request.batch),
+        "canonical_params": spec.params, "expected_params": spec.expected_params(request.framework),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "compile_cache": compile_cache_setting(), **host_info(),
     }
     start = time.perf_counter()
-    for group in worker_groups(device, phases):
-        out = _run_worker(dict(request, phases=group), timeout_s)
+    for group in worker_groups(request.device, phases):
+        out = _run_worker(request.worker_message(group), timeout_s)
         record.update(out)
         if out.get("status") == "invalid":
             raise InvalidRequest(out["error"])
@@ -134,7 +79,7 @@ def measure(
     if flops and record.get("samples_per_s"):
         record["flops_per_sample"] = flops / record["samples_per_step"]
         record["achieved_tflops"] = flops / record["step_time_s"] / 1e12
-    return record
+    return Record.new(**record)
 
 
 def worker_groups(device: str, phases: Sequence[str]) -> List[List[str]]:

@@ -17,10 +17,10 @@ import resource
 import sys
 import time
 import traceback
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from fwkernels.frameworks import load_backend
-from fwkernels.frameworks.base import DEVICES, RunConfig, Workload
+from fwkernels.frameworks.base import DEVICES, Backend, RunConfig, Workload
 from fwkernels.models import get_model
 from fwkernels.protocol import NonFiniteLoss, finite_loss_check, run_windows
 
@@ -47,8 +47,11 @@ def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
                        target_window_s=request["window_seconds"], check=check)
 
 
-def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
-    """Build the workload and time each of ``request["phases"]`` into ``out``."""
+def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Backend, RunConfig]]:
+    """Import the framework and set its threads, noting in ``out`` what the record keeps; the
+    backend and the run's configuration, or None when it cannot run here (``out["status"]``
+    says why: "invalid" for a device the framework does not see, "n/a" for a combination it
+    cannot run)."""
     start = time.perf_counter()
     backend = load_backend(request["framework"])
     out["framework_version"] = backend.version()
@@ -59,21 +62,34 @@ def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
         usable = [d for d in DEVICES if backend.device_available(d)]
         out.update(status="invalid", error=f"device {device!r} is not available to "
                    f"{backend.name} here; available devices: {', '.join(usable)}")
-        return
+        return None
     out.update(backend.runtime_info(device))
     config = RunConfig(model=get_model(request["model"]), batch=request["batch"], device=device,
                        precision=request["precision"], mode=request["mode"])
     reason = backend.unsupported_reason(config)
     if reason:
         out.update(status="n/a", error=reason)
-        return
-    request = dict(request, samples_per_step=config.samples_per_step)
+        return None
+    return backend, config
 
-    baseline_rss = current_rss_bytes()
+
+def build(backend: Backend, config: RunConfig, out: Dict[str, Any]) -> Workload:
     start = time.perf_counter()
     workload = backend.build(config)
     out["build_s"] = time.perf_counter() - start
     out["params"] = workload.params
+    return workload
+
+
+def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
+    """Build the workload and time each of ``request["phases"]`` into ``out``."""
+    prepared = prepare(request, out)
+    if prepared is None:
+        return
+    backend, config = prepared
+    request = dict(request, samples_per_step=config.samples_per_step)
+    baseline_rss = current_rss_bytes()  # after the framework import: the figure is the run's own
+    workload = build(backend, config, out)
     out["precision_settings"] = workload.precision_settings()
     for phase in request["phases"]:
         out["running_phase"] = phase

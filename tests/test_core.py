@@ -44,9 +44,18 @@ def test_learning_rate_scales_linearly_with_batch():
     from fwkernels.frameworks.base import RunConfig
 
     spec = get_model("resnet50")
-    assert RunConfig(model=spec, batch=spec.batch_gpu).learning_rate == spec.lr
-    assert RunConfig(model=spec, batch=spec.batch_gpu // 4).learning_rate == spec.lr / 4
-    assert RunConfig(model=spec, batch=2, lr=0.5).learning_rate == 0.5
+    assert RunConfig(model=spec, batch=spec.batch_gpu, mode="eager").learning_rate == spec.lr
+    assert RunConfig(model=spec, batch=spec.batch_gpu // 4, mode="eager").learning_rate \
+        == spec.lr / 4
+    assert RunConfig(model=spec, batch=2, mode="eager", lr=0.5).learning_rate == 0.5
+
+
+def test_a_run_config_names_its_mode():
+    """No empty mode that each backend would read its own way: the resolver fills it in."""
+    from fwkernels.frameworks.base import RunConfig
+
+    with pytest.raises(TypeError, match="mode"):
+        RunConfig(model=get_model("ncf"), batch=2)
 
 
 def test_unavailable_frameworks_say_why():

@@ -12,7 +12,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
-from fwkernels.frameworks import flax_models, jax_backend  # noqa: E402
+from fwkernels.frameworks.base import LABEL_SMOOTHING  # noqa: E402
+from fwkernels.frameworks.jax import backend as jax_backend  # noqa: E402
+from fwkernels.frameworks.jax import models as flax_models  # noqa: E402
+from fwkernels.frameworks.jax import runtime as jax_runtime  # noqa: E402
 
 
 def test_adaptive_pool_bins_follow_pytorch():
@@ -52,7 +55,7 @@ def test_optimizer_is_torch_sgd_with_coupled_weight_decay():
 def test_label_smoothing_matches_the_one_hot_definition():
     logits = jax.random.normal(jax.random.key(0), (2, 3, 7))
     labels = jnp.array([[0, 6, 3], [1, 1, 2]])
-    smoothed = optax.smooth_labels(jax.nn.one_hot(labels, 7), jax_backend.LABEL_SMOOTHING)
+    smoothed = optax.smooth_labels(jax.nn.one_hot(labels, 7), LABEL_SMOOTHING)
     expected = optax.softmax_cross_entropy(logits, smoothed).mean()
     np.testing.assert_allclose(jax_backend.label_smoothed_cross_entropy(logits, labels), expected,
                                rtol=1e-6)
@@ -72,7 +75,7 @@ def test_set_threads_sizes_the_xla_cpu_thread_pool(threads):
             f"backend = load_backend('jax'); backend.set_threads({threads}); "
             "(jnp.ones((64, 64)) @ jnp.ones((64, 64))).block_until_ready(); "
             "print(backend.runtime_info('cpu')['xla_cpu_threads'])")
-    env = {k: v for k, v in os.environ.items() if k != jax_backend.THREADS_VARIABLE}
+    env = {k: v for k, v in os.environ.items() if k != jax_runtime.THREADS_VARIABLE}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == str(threads)
@@ -83,7 +86,8 @@ def test_flops_count_the_lowered_step_and_not_a_loop():
     from fwkernels.models import get_model
 
     def workload(model):
-        return jax_backend.JaxWorkload(RunConfig(model=get_model(model), batch=2, small=True))
+        return jax_backend.JaxWorkload(RunConfig(model=get_model(model), batch=2, mode="jit",
+                                                 small=True))
 
     # AlexNet-OWT's small-input step: conv and dense FLOPs of forward, backward and update
     flops = workload("alexnet_owt").flops_per_step()

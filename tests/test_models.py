@@ -6,6 +6,7 @@ import pytest
 from fwkernels.frameworks import get_framework
 from fwkernels.frameworks.base import RunConfig
 from fwkernels.models import MODELS, get_model
+from fwkernels.request import require, resolve
 
 ALL_MODELS = list(MODELS)
 
@@ -17,7 +18,8 @@ LR_SCALE = 0.1
 
 def small_config(backend, name, batch=2):
     spec = get_model(name)
-    config = RunConfig(model=spec, batch=batch, small=True, lr=spec.lr * LR_SCALE)
+    config = RunConfig(model=spec, batch=batch, mode=backend.info.default_mode, small=True,
+                       lr=spec.lr * LR_SCALE)
     reason = backend.unsupported_reason(config)
     if reason:
         pytest.skip(f"N/A: {reason}")
@@ -27,7 +29,8 @@ def small_config(backend, name, batch=2):
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_trainable_parameter_count_is_canonical(backend, framework, model):
     spec = get_model(model)
-    reason = backend.unsupported_reason(RunConfig(model=spec, batch=1))
+    reason = backend.unsupported_reason(RunConfig(model=spec, batch=1,
+                                                  mode=backend.info.default_mode))
     if reason:
         pytest.skip(f"N/A: {reason}")
     assert backend.count_params(spec) == spec.expected_params(framework)
@@ -56,6 +59,13 @@ def test_training_step_updates_parameters_and_lowers_loss(backend, framework, mo
 def test_forward_output_shape(backend, model):
     config = small_config(backend, model, batch=3)
     assert backend.build(config).output_shape() == config.model.output_shape(3, small=True)
+
+
+def test_generic_tests_run_the_default_mode_the_resolver_picks(backend, framework):
+    """What a run without --mode measures is what these tests build: the framework's first mode."""
+    request = require(resolve(framework, "ncf"))
+    assert request.mode == get_framework(framework).modes[0] == backend.info.default_mode
+    assert small_config(backend, "ncf").mode == request.mode
 
 
 @pytest.mark.parametrize("model", ["ncf", "gnmt_v2"])

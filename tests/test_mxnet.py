@@ -12,7 +12,7 @@ _chosen = os.environ.get("FWKERNELS_TEST_FRAMEWORKS")
 if unavailable_reason("mxnet") or (_chosen is not None and "mxnet" not in _chosen.split(",")):
     pytest.skip("MXNet is not tested in this environment", allow_module_level=True)
 
-from fwkernels.frameworks import mxnet_backend  # noqa: E402
+from fwkernels.frameworks.mxnet import runtime as mxnet_runtime  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +22,7 @@ def mxnet():
 
 def small(model, **kwargs):
     spec = get_model(model)
+    kwargs.setdefault("mode", "hybrid")
     return RunConfig(model=spec, batch=2, small=True, lr=spec.lr * 0.1, **kwargs)
 
 
@@ -64,7 +65,7 @@ def test_thread_count_fixed_at_import_is_not_silently_changed(mxnet):
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="FTZ/DAZ are x86 MXCSR bits")
 def test_denormals_are_flushed_in_mxnet_operators(mxnet):
-    assert mxnet_backend.denormals_flushed()
+    assert mxnet_runtime.denormals_flushed()
 
 
 def test_gluon_sgd_with_weight_decay_is_pytorch_sgd(mxnet):

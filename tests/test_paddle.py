@@ -32,7 +32,7 @@ def test_static_mode_trains_exactly_as_dynamic_mode(paddle_backend, model):
 
 
 def test_set_threads_reaches_the_blas_library(paddle_backend):
-    from fwkernels.frameworks.paddle_backend import blas_threads
+    from fwkernels.frameworks.paddle.runtime import blas_threads
 
     paddle_backend.set_threads(1)
     assert blas_threads() == 1
@@ -41,6 +41,7 @@ def test_set_threads_reaches_the_blas_library(paddle_backend):
 
 
 def test_bf16_on_cpu_is_not_applicable_with_the_reason(paddle_backend):
-    config = RunConfig(model=get_model("ncf"), batch=2, precision="bf16")
+    config = RunConfig(model=get_model("ncf"), batch=2, mode="dynamic", precision="bf16")
     assert "auto_cast" in paddle_backend.unsupported_reason(config)
-    assert paddle_backend.unsupported_reason(RunConfig(model=get_model("ncf"), batch=2)) is None
+    assert paddle_backend.unsupported_reason(RunConfig(model=get_model("ncf"), batch=2,
+                                                       mode="dynamic")) is None

@@ -11,7 +11,8 @@ EXPECTED = {"fp32": (False, "float32"), "tf32": (True, "float32"), "bf16": (Fals
 def test_policy_is_applied_whatever_came_before(backend, order):
     reasons = []
     for precision in order:
-        config = RunConfig(model=get_model("ncf"), batch=2, small=True, precision=precision)
+        config = RunConfig(model=get_model("ncf"), batch=2, mode=backend.info.default_mode,
+                           small=True, precision=precision)
         reason = backend.unsupported_reason(config)
         if reason:  # an N/A precision: the others in ``order`` are still checked
             reasons.append(f"{precision}: {reason}")

@@ -1,10 +1,15 @@
-"""The framework registry.
+"""The framework registry: one line per framework, one folder per framework.
 
-Each framework is one backend module under ``fwkernels/frameworks/`` that
-imports its framework only when a backend is loaded, so ``import fwkernels``
-works in an environment holding a single framework (or none).  To add a
-framework: write ``fwkernels/frameworks/<name>_backend.py`` with a
-``Backend`` subclass named ``Backend`` and add one ``FrameworkInfo`` line below.
+Each framework lives in ``fwkernels/frameworks/<folder>/`` with the same modules in each:
+
+    runtime.py   the framework's own process switches: version, devices, threads, the TF32
+                 switches, device memory, runtime versions (the framework imported here only)
+    models.py    the ten models written in that framework
+    backend.py   the ``Backend`` and ``Workload`` of fwkernels.frameworks.base
+
+A folder is imported only when its backend is loaded, so ``import fwkernels`` works in an
+environment holding one framework or none.  Adding a framework: its folder, one
+``FrameworkInfo`` line below, a session in noxfile.py and an environment in asv.conf.json.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.frameworks.base import Backend, Workload  # noqa: F401 (public API)
+from fwkernels.registry import lookup
 
 
 @dataclass(frozen=True)
@@ -21,7 +27,7 @@ class FrameworkInfo:
     name: str  # the name used on the command line and in asv params
     title: str  # the name the papers use
     package: str  # import name whose presence makes the framework available
-    module: str  # backend module, relative to fwkernels.frameworks
+    folder: str  # the backend's folder under fwkernels/frameworks/
     modes: Tuple[str, ...]  # execution modes; the first is the default
     tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
@@ -30,30 +36,31 @@ class FrameworkInfo:
     def default_mode(self) -> str:
         return self.modes[0]
 
-    def check_mode(self, mode: str) -> None:
-        """ValueError naming the valid modes unless ``mode`` is one of this framework's."""
+    def check_mode(self, mode: str) -> str:
+        """``mode`` when it is one of this framework's, else a ValueError naming them."""
         if mode not in self.modes:
             raise ValueError(f"unknown mode {mode!r} for {self.name}; "
                              f"valid modes: {', '.join(self.modes)}")
+        return mode
 
 
 _FRAMEWORKS = [
-    FrameworkInfo("torch", "PyTorch", "torch", "torch_backend",
+    FrameworkInfo("torch", "PyTorch", "torch", "torch",
                   ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned"),
                   tuned_modes=("compile", "cudagraphs")),
-    FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow_backend",
+    FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow",
                   ("function", "xla"), tuned_modes=("xla",)),
-    FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet_backend", ("hybrid", "imperative")),
-    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle_backend", ("dynamic", "static"),
+    FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet", ("hybrid", "imperative")),
+    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static"),
                   tuned_modes=("static",)),
-    FrameworkInfo("chainer", "Chainer", "chainer", "chainer_backend", ("define_by_run",)),
-    FrameworkInfo("cntk", "CNTK", "cntk", "cntk_backend", ("graph",)),
-    FrameworkInfo("jax", "JAX/Flax", "flax", "jax_backend", ("jit",)),  # flax brings jax
-    FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras_backend", ("jit",),
+    FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run",)),
+    FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",)),
+    FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
+    FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),
                   options=(("backend", "jax"),)),
-    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras_backend", ("eager",),
+    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras", ("eager",),
                   options=(("backend", "torch"),)),
-    FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras_backend",
+    FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras",
                   ("function",), options=(("backend", "tensorflow"),)),
 ]
 
@@ -65,18 +72,13 @@ def list_frameworks() -> List[str]:
 
 
 def get_framework(name: str) -> FrameworkInfo:
-    try:
-        return FRAMEWORKS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown framework {name!r}; valid frameworks: {', '.join(FRAMEWORKS)}"
-        ) from None
+    return lookup(FRAMEWORKS, name, "framework")
 
 
 def unavailable_reason(name: str) -> Optional[str]:
     """Why a framework cannot run here, or None when it can (without importing it)."""
     info = get_framework(name)
-    if importlib.util.find_spec(f"fwkernels.frameworks.{info.module}") is None:
+    if importlib.util.find_spec(f"{__name__}.{info.folder}") is None:
         return "no backend in this fwkernels version"
     if importlib.util.find_spec(info.package) is None:
         return f"{info.package} is not installed in this environment"
@@ -92,5 +94,5 @@ def load_backend(name: str) -> Backend:
     reason = unavailable_reason(name)
     if reason:
         raise ValueError(f"framework {name!r} is not available: {reason}")
-    module = importlib.import_module(f"fwkernels.frameworks.{info.module}")
+    module = importlib.import_module(f"{__name__}.{info.folder}.backend")
     return module.Backend(info)

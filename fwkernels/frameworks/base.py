@@ -1,31 +1,37 @@
-"""What every framework backend implements: the names are the same in each module.
+"""What every framework backend implements, and what they all share.
 
-A ``Backend`` knows its framework (version, devices, threads) and builds a
-``Workload``: one model with its optimizer and a synthetic batch resident on the
-device, ready to run training steps.  The measurement protocol
-(``fwkernels.protocol``) only ever talks to these two classes.
+A ``Backend`` knows its framework (version, devices, threads: its ``runtime`` module) and builds
+a ``Workload``: one model with its optimizer and a synthetic batch resident on the device, ready
+to run training steps.  The measurement protocol (``fwkernels.protocol``) only ever talks to
+these two classes.  The pieces every framework uses the same way are here once: the optimizer's
+constants, the loss's label smoothing, the synthetic batch and the TF32 summary.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from types import ModuleType
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
 
-from fwkernels.models import ModelSpec
+from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 DEVICES = ("cpu", "cuda")
 MOMENTUM = 0.9
 WEIGHT_DECAY = 1e-4
+LABEL_SMOOTHING = 0.1  # GNMT v2's label-smoothed cross entropy
 
 
 @dataclass(frozen=True)
 class RunConfig:
     model: ModelSpec
     batch: int
+    mode: str  # one of the framework's modes (fwkernels.request resolves the default)
     device: str = "cpu"
     precision: str = "fp32"  # fp32: strict float32 (TF32 off); tf32; bf16: mixed precision
-    mode: str = ""  # "" means the framework's default mode
     small: bool = False  # use the model's small_inputs (tests)
     seed: int = 0
     lr: Optional[float] = None  # None: the model's, scaled linearly to this batch
@@ -43,12 +49,43 @@ class RunConfig:
 
     def input_shapes(self) -> Dict[str, Tuple[int, ...]]:
         """Per-sample input shapes with the batch dimension in front."""
-        shapes = self.model.small_inputs if self.small else self.model.inputs
-        return {k: (self.batch,) + tuple(v) for k, v in shapes.items()}
+        return self.model.input_shapes(self.batch, self.small)
 
     @property
     def samples_per_step(self) -> int:
         return self.model.samples_per_step(self.batch, self.small)
+
+
+Arrays = Tuple["np.ndarray", ...]
+
+
+def synthetic_batch(config: RunConfig, layout: str = "NCHW") -> Tuple[Arrays, "np.ndarray"]:
+    """Random inputs and labels for the model's task, as host arrays from one seeded generator:
+    images (float32, in ``layout``: "NCHW" or "NHWC") and class ids; source and target token
+    ids and per-token labels; user and item ids and 0/1 labels (float32).  Ids are int32; a
+    backend converts dtypes and places the arrays on its device."""
+    import numpy as np
+
+    rng = np.random.default_rng(config.seed)
+    spec, shapes = config.model, config.input_shapes()
+    if spec.name == "ncf":
+        inputs = (rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32),
+                  rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32))
+        return inputs, rng.integers(0, 2, shapes["user"]).astype(np.float32)
+    if spec.unit == "tokens":
+        src, tgt, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
+                            for key in ("src", "tgt", "tgt"))
+        return (src, tgt), labels
+    batch, channels, height, width = shapes["image"]
+    shape = (batch, height, width, channels) if layout == "NHWC" else shapes["image"]
+    image = rng.standard_normal(shape, dtype=np.float32)
+    return (image,), rng.integers(0, spec.num_classes, batch, dtype=np.int32)
+
+
+def tf32_state(switches: Iterable[bool]) -> Union[bool, str]:
+    """True when TF32 is on in every switch, False when in none, else "mixed"."""
+    states = set(switches)
+    return states.pop() if len(states) == 1 else ("mixed" if states else False)
 
 
 class Workload(ABC):
@@ -65,8 +102,8 @@ class Workload(ABC):
         """Forward and backward without the optimizer update (convnet-benchmarks' figure)."""
 
     @abstractmethod
-    def forward(self) -> None:
-        """Forward only, no gradients (inference mode)."""
+    def forward(self) -> object:
+        """Forward only, no gradients (inference mode); returns the output."""
 
     @abstractmethod
     def sync(self) -> None:
@@ -76,9 +113,9 @@ class Workload(ABC):
     def loss(self) -> float:
         """Loss of the latest training step, as a Python float (synchronises)."""
 
-    @abstractmethod
     def output_shape(self) -> Tuple[int, ...]:
         """Shape of the forward output for the resident batch."""
+        return tuple(self.forward().shape)  # type: ignore[attr-defined]
 
     @abstractmethod
     def param_fingerprint(self) -> List[float]:
@@ -108,6 +145,11 @@ class Workload(ABC):
 
 
 class Backend(ABC):
+    """A framework: its ``runtime`` module answers for version, devices, threads and runtime
+    versions (the same function names in each framework's runtime.py); the backend builds."""
+
+    runtime: ModuleType
+
     def __init__(self, info) -> None:
         self.info = info
 
@@ -115,17 +157,17 @@ class Backend(ABC):
     def name(self) -> str:
         return self.info.name
 
-    @abstractmethod
     def version(self) -> str:
         """The framework's version string."""
+        return self.runtime.version()
 
-    @abstractmethod
     def device_available(self, device: str) -> bool:
         """Whether ``device`` ("cpu" or "cuda") can run this framework here."""
+        return self.runtime.device_available(device)
 
-    @abstractmethod
     def set_threads(self, threads: int) -> None:
         """Use ``threads`` CPU threads for intra-op work (called before any build)."""
+        self.runtime.set_threads(threads)
 
     @abstractmethod
     def count_params(self, model: ModelSpec) -> int:
@@ -141,7 +183,7 @@ class Backend(ABC):
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
         """CUDA, cuDNN and driver versions and the device name, where present."""
-        return {}
+        return self.runtime.runtime_info(device)
 
     def is_out_of_memory(self, error: BaseException) -> bool:
         text = f"{type(error).__name__}: {error}".lower()

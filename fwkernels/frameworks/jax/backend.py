@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import warnings
 from collections import Counter
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -20,43 +19,14 @@ import numpy as np
 import optax
 
 from fwkernels.frameworks import base
-from fwkernels.frameworks.base import RunConfig
-from fwkernels.frameworks.flax_models import build as build_module
-from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec, get_model
+from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
+from fwkernels.frameworks.jax import runtime
+from fwkernels.frameworks.jax.models import build as build_module
+from fwkernels.models import ModelSpec, get_model
 
-LABEL_SMOOTHING = 0.1
-# jax_default_matmul_precision per policy: it sets the precision of every float32
-# dot and convolution.  XLA's default on GPUs lets cuBLAS/cuDNN use TF32, so fp32
-# asks for "highest" explicitly; "tensorfloat32" lowers to precision HIGH (TF32).
-MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "highest"}
 COMPUTE_DTYPE = {"fp32": jnp.float32, "tf32": jnp.float32, "bf16": jnp.bfloat16}
-# XLA's CPU client sizes its intra-op (Eigen) thread pool from this variable when
-# the client is created; XLA_FLAGS has no thread-count flag, only multi-threading
-# on or off (--xla_cpu_multi_thread_eigen).
-THREADS_VARIABLE = "PJRT_NPROC"
-EIGEN_THREAD_NAME = "tf_XLAEigen"  # how the pool's threads are named
 
 State = Dict[str, Any]
-
-
-def xla_cpu_threads() -> Optional[int]:
-    """Threads of XLA's CPU intra-op pool, counted by name (Linux); None before the client exists."""
-    tasks = "/proc/self/task"
-    if not os.path.isdir(tasks):
-        return None
-    names = []
-    for task in os.listdir(tasks):
-        try:
-            with open(f"{tasks}/{task}/comm") as f:
-                names.append(f.read().strip())
-        except OSError:  # the thread ended meanwhile
-            continue
-    return names.count(EIGEN_THREAD_NAME) or None
-
-
-def jax_device(device: str) -> jax.Device:
-    """The first JAX device for "cpu" or "cuda" (JAX's "gpu" platform)."""
-    return jax.devices({"cpu": "cpu", "cuda": "gpu"}[device])[0]
 
 
 def image_layout(shape: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -65,27 +35,8 @@ def image_layout(shape: Tuple[int, ...]) -> Tuple[int, ...]:
     return batch, height, width, channels
 
 
-def synthetic_batch(config: RunConfig) -> Tuple[tuple, np.ndarray]:
-    """Random inputs and labels for the model's task, as host arrays (NHWC images)."""
-    rng = np.random.default_rng(config.seed)
-    spec, shapes = config.model, config.input_shapes()
-    if spec.name == "ncf":
-        inputs: tuple = (rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32),
-                         rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32))
-        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
-    elif spec.unit == "tokens":
-        inputs = (rng.integers(0, spec.num_classes, shapes["src"], dtype=np.int32),
-                  rng.integers(0, spec.num_classes, shapes["tgt"], dtype=np.int32))
-        labels = rng.integers(0, spec.num_classes, shapes["tgt"], dtype=np.int32)
-    else:
-        image_shape = image_layout(shapes["image"])
-        inputs = (rng.standard_normal(image_shape, dtype=np.float32),)
-        labels = rng.integers(0, spec.num_classes, image_shape[:1], dtype=np.int32)
-    return inputs, labels
-
-
 def loss_function(spec: ModelSpec) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    """The model's loss on float32 logits, like torch_backend's."""
+    """The model's loss on float32 logits, like the torch backend's."""
     if spec.loss == "binary_cross_entropy":
         return lambda logits, labels: optax.sigmoid_binary_cross_entropy(
             logits.astype(jnp.float32), labels).mean()
@@ -110,7 +61,7 @@ def optimizer(learning_rate: float) -> optax.GradientTransformation:
 
 def model_inputs(spec: ModelSpec, batch: int = 1, small: bool = False) -> tuple:
     """Abstract inputs of the model's forward (shapes and dtypes only)."""
-    shapes = RunConfig(model=spec, batch=batch, small=small).input_shapes()
+    shapes = spec.input_shapes(batch, small)
     if "image" in shapes:
         return (jax.ShapeDtypeStruct(image_layout(shapes["image"]), jnp.float32),)
     return tuple(jax.ShapeDtypeStruct(shape, jnp.int32) for shape in shapes.values())
@@ -156,8 +107,8 @@ def initial_state(key: jax.Array, model: str, precision: str, small: bool,
 class JaxWorkload(base.Workload):
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.device = jax_device(config.device)
-        self.matmul_precision = MATMUL_PRECISION[config.precision]
+        self.device = runtime.jax_device(config.device)
+        self.matmul_precision = runtime.MATMUL_PRECISION[config.precision]
         self.model = build_module(config.model.name, COMPUTE_DTYPE[config.precision])
         self.loss_fn = loss_function(config.model)
         self.tx = optimizer(config.learning_rate)
@@ -172,7 +123,7 @@ class JaxWorkload(base.Workload):
         self.state: State = jax.device_put(state, self.device)
         self.dropout_key = jax.device_put(jax.random.fold_in(key, 1), self.device)
         self.params = count_trainable(self.state)
-        inputs, labels = synthetic_batch(config)
+        inputs, labels = base.synthetic_batch(config, layout="NHWC")
         self.inputs = tuple(jax.device_put(x, self.device) for x in inputs)
         self.labels = jax.device_put(labels, self.device)
         self._lowered: Dict[str, Any] = {}
@@ -248,9 +199,6 @@ class JaxWorkload(base.Workload):
     def loss(self) -> float:
         return float(self._loss)
 
-    def output_shape(self) -> Tuple[int, ...]:
-        return tuple(self.forward().shape)
-
     def param_fingerprint(self) -> List[float]:
         leaves = jax.tree_util.tree_leaves(self.state["params"])
         return [float(np.asarray(leaf, dtype=np.float64).sum()) for leaf in leaves]
@@ -260,9 +208,9 @@ class JaxWorkload(base.Workload):
         lowered = lowered_precision(self._lowered_step("train").as_text())
         precisions, types = lowered["matmul_precisions"], lowered["matmul_operand_types"]
         # A float32 dot or convolution below HIGHEST may use TF32 on GPUs.
-        tf32 = {p != "HIGHEST" for p in precisions} if types.get("f32") else {False}
+        tf32 = [p != "HIGHEST" for p in precisions] if types.get("f32") else [False]
         dtypes = {{"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[t] for t in types}
-        return {"policy": self.config.precision, "tf32_enabled": _one_or_mixed(tf32),
+        return {"policy": self.config.precision, "tf32_enabled": base.tf32_state(tf32),
                 "compute_dtype": _one_or_mixed(dtypes or {"float32"}),
                 "jax_default_matmul_precision": self.traced_precision,
                 "param_dtype": _one_or_mixed({str(leaf.dtype) for leaf in
@@ -270,8 +218,7 @@ class JaxWorkload(base.Workload):
                 **lowered}
 
     def peak_memory_bytes(self) -> Optional[int]:
-        stats = self.device.memory_stats() if self.device.platform == "gpu" else None
-        return stats.get("peak_bytes_in_use") if stats else None
+        return runtime.peak_memory_bytes(self.config.device)
 
     def flops_per_step(self) -> Optional[float]:
         """XLA's cost analysis of the training step (forward, backward, update) as lowered,
@@ -298,26 +245,12 @@ class JaxWorkload(base.Workload):
 
 
 class Backend(base.Backend):
+    runtime = runtime
+
     def version(self) -> str:
         import flax
 
         return f"{jax.__version__} (flax {flax.__version__}, optax {optax.__version__})"
-
-    def device_available(self, device: str) -> bool:
-        try:
-            return bool(jax_device(device))
-        except (RuntimeError, KeyError):  # no backend for that platform
-            return False
-
-    def set_threads(self, threads: int) -> None:
-        from jax._src import xla_bridge
-
-        if xla_bridge.backends_are_initialized():  # too late: the pool exists (read back below)
-            if xla_cpu_threads() not in (None, threads):
-                warnings.warn(f"XLA's CPU client already runs {xla_cpu_threads()} threads; "
-                              f"set_threads({threads}) comes after the first computation")
-            return
-        os.environ[THREADS_VARIABLE] = str(threads)
 
     def count_params(self, model: ModelSpec) -> int:
         module = build_module(model.name)
@@ -328,10 +261,5 @@ class Backend(base.Backend):
         return JaxWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        info = {"xla_flags": os.environ.get("XLA_FLAGS"), "xla_cpu_threads": xla_cpu_threads()}
-        if device != "cuda":
-            return info
-        gpu = jax_device(device)
-        return {**info, "device_name": gpu.device_kind,
-                "platform_version": getattr(gpu.client, "platform_version", None),
-                "driver_version": base.nvidia_driver_version()}
+        return {"xla_flags": os.environ.get("XLA_FLAGS"),
+                "xla_cpu_threads": runtime.xla_cpu_threads(), **runtime.runtime_info(device)}

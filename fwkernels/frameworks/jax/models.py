@@ -1,4 +1,4 @@
-"""Flax (linen) definitions of the ten models, NHWC, layer for layer those of torch_models.py.
+"""Flax (linen) definitions of the ten models, NHWC, layer for layer those of torch/models.py.
 
 torchvision's alexnet, vgg19, resnet50 (v1.5) and mobilenet_v2 are rebuilt here
 with the same layers, kernels, strides, paddings (explicit tuples, so XLA's

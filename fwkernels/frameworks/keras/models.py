@@ -2,7 +2,7 @@
 
 Only ``keras.layers`` and ``keras.ops`` appear here, so one definition runs on
 every Keras backend.  Layout is channels-last (NHWC).  The architectures are
-those of ``torch_models.py`` and torchvision, layer for layer; what differs by
+those of ``torch/models.py`` and torchvision, layer for layer; what differs by
 construction:
 
 * Padding: PyTorch pads symmetrically; Keras "same" pads asymmetrically for
@@ -23,17 +23,16 @@ the order of ``ModelSpec.inputs`` (image; src, tgt; user, item).
 """
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Sequence
 
 import keras
 import numpy as np
 from keras import layers, ops
 
-from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks.base import LABEL_SMOOTHING
 from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
                               VGG_19, VGG_A, ModelSpec, get_model)
 
-LABEL_SMOOTHING = 0.1
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
 BN_MOMENTUM = 0.9  # Keras: momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
 
@@ -65,25 +64,6 @@ def count_trainable_params(name: str) -> int:
 def trainable_params(model: keras.Model) -> int:
     """Trainable parameters only: BatchNorm moving statistics are non-trainable weights."""
     return sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-
-
-def synthetic_batch(config: RunConfig) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
-    """Random inputs (NHWC images, token ids or user/item ids) and labels, as numpy arrays."""
-    rng = np.random.default_rng(config.seed)
-    spec, shapes = config.model, config.input_shapes()
-    if spec.name == "ncf":
-        user = rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32)
-        item = rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32)
-        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
-        return (user, item), labels
-    if spec.unit == "tokens":
-        src, tgt, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
-                            for key in ("src", "tgt", "tgt"))
-        return (src, tgt), labels
-    batch, channels, height, width = shapes["image"]
-    image = rng.standard_normal((batch, height, width, channels), dtype=np.float32)
-    labels = rng.integers(0, spec.num_classes, batch, dtype=np.int32)
-    return (image,), labels
 
 
 def loss(spec: ModelSpec, logits, labels):
@@ -261,9 +241,6 @@ def overfeat(x):
     return classifier(max_pool(x, 2, 2), [3072, 4096])
 
 
-# The VGG-A and GoogLeNet tables of torch_models.py, repeated: importing it would import torch.
-
-
 def vgg_a(x):
     return classifier(vgg_features(x, VGG_A), [4096, 4096])
 
@@ -277,7 +254,7 @@ def inception(x, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int):
 
 
 def googlenet(x):
-    """GoogLeNet v1 of convnet-benchmarks without its final ReLU (see torch_models.GoogLeNetV1)."""
+    """GoogLeNet v1 of convnet-benchmarks without its final ReLU (see torch/models.py GoogLeNetV1)."""
     x = max_pool(conv(x, 64, 7, 2, 3), 3, 2, 1)
     x = max_pool(conv(conv(x, 64, 1), 192, 3, 1, 1), 3, 2, 1)
     for block in GOOGLENET_BLOCKS:

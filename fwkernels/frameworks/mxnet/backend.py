@@ -1,61 +1,31 @@
 """MXNet 1.9.1 backend: Gluon, hybridized (one static symbolic graph) or imperative.
 
-MXNet fixes its CPU threads and its floating-point environment when it is
-imported, so both are settled here before ``import mxnet``.  docs/mxnet.md
+MXNet fixes its CPU threads and its floating-point environment when it is imported: its
+runtime module (fwkernels/frameworks/mxnet/runtime.py) settles both first.  docs/mxnet.md
 describes the modes, precisions, threads and memory figures.
 """
 from __future__ import annotations
 
-import ctypes
 import gc
 import os
 import re
-import struct
 import tempfile
 import warnings
 from typing import Callable, Dict, List, Optional, Tuple
 
-# ---- process settings that MXNet reads once, at import ----
+from fwkernels.frameworks.mxnet import runtime  # first: MXNet's settings fixed at import
 
-# Operators run one at a time (MXNet's default, made explicit), each on OMP_NUM_THREADS
-# OpenMP threads (oneDNN included): the intra-op count is the common thread count.
-os.environ["MXNET_CPU_WORKER_NTHREADS"] = "1"
-os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
-# MXNet 1.9.1 has no TF32 switch, but its float32 convolutions ask cuDNN for the default
-# math, which uses TF32 on Ampere and newer: NVIDIA's override keeps float32 strict.
-os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
-
-_FTZ_DAZ = 0x8040  # MXCSR flush-to-zero and denormals-are-zero bits
-
-
-def _flush_denormals() -> None:
-    """Set FTZ/DAZ for this thread; threads started later (MXNet's engine, OpenMP) inherit it.
-
-    MXNet has no switch for it.  A fixed synthetic batch drives gradients into
-    denormals, ~100x slower on x86 CPUs (PyTorch flushes them too, via its own switch).
-    """
-    libm = ctypes.CDLL("libm.so.6")
-    env = ctypes.create_string_buffer(32)  # glibc x86-64 fenv_t; MXCSR at offset 28
-    if libm.fegetenv(env) == 0:
-        struct.pack_into("<I", env, 28, struct.unpack_from("<I", env.raw, 28)[0] | _FTZ_DAZ)
-        libm.fesetenv(env)
-
-
-if os.uname().machine == "x86_64":
-    _flush_denormals()
-
-import mxnet as mx  # noqa: E402  (after the settings above)
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 from mxnet.gluon import HybridBlock  # noqa: E402
 
 from fwkernels.frameworks import base  # noqa: E402
-from fwkernels.frameworks.base import RunConfig  # noqa: E402
-from fwkernels.frameworks.mxnet_models import build as build_model  # noqa: E402
-from fwkernels.frameworks.mxnet_models import count_trainable, trainable_params  # noqa: E402
-from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec  # noqa: E402
+from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig  # noqa: E402
+from fwkernels.frameworks.mxnet.models import build as build_model  # noqa: E402
+from fwkernels.frameworks.mxnet.models import count_trainable, trainable_params  # noqa: E402
+from fwkernels.models import ModelSpec  # noqa: E402
 
-LABEL_SMOOTHING = 0.1
+mx = runtime.mx
 
 
 # torchvision initialises these with He normal (fan out) convolutions, and the first two
@@ -94,25 +64,9 @@ CONCAT_IN_FLOAT32 = {"ncf"}
 AVX512_CORE = ("avx512f", "avx512bw", "avx512vl", "avx512dq")  # what oneDNN needs for bfloat16
 
 
-def context(device: str) -> mx.Context:
-    return mx.gpu(0) if device == "cuda" else mx.cpu(0)
-
-
 def synthetic_batch(config: RunConfig, ctx: mx.Context) -> Tuple[tuple, mx.nd.NDArray]:
-    """Random inputs and labels for the model's task; ids are float32, as Gluon embeddings take them."""
-    rng = np.random.RandomState(config.seed)
-    spec, shapes = config.model, config.input_shapes()
-    if spec.name == "ncf":
-        inputs: tuple = (rng.randint(0, NCF_USERS, shapes["user"]),
-                         rng.randint(0, NCF_ITEMS, shapes["item"]))
-        labels = rng.randint(0, 2, shapes["user"])
-    elif spec.unit == "tokens":
-        inputs = (rng.randint(0, spec.num_classes, shapes["src"]),
-                  rng.randint(0, spec.num_classes, shapes["tgt"]))
-        labels = rng.randint(0, spec.num_classes, shapes["tgt"])
-    else:
-        inputs = (rng.standard_normal(shapes["image"]),)
-        labels = rng.randint(0, spec.num_classes, shapes["image"][:1])
+    """The shared synthetic batch on ``ctx``; ids are float32, as Gluon embeddings take them."""
+    inputs, labels = base.synthetic_batch(config)
     return (tuple(mx.nd.array(x, ctx=ctx, dtype="float32") for x in inputs),
             mx.nd.array(labels, ctx=ctx, dtype="float32"))
 
@@ -170,12 +124,6 @@ def bfloat16_outputs(symbol: mx.sym.Symbol) -> int:
     return sum(1 for t in types if "bfloat16" in str(t))
 
 
-def denormals_flushed() -> bool:
-    """Read back through MXNet's own CPU operator threads: does a denormal product come out as 0?"""
-    product = mx.nd.full((1 << 20,), 1e-38, ctx=mx.cpu()) * 1e-5  # 1e-43 unless flushed
-    return float(product.abs().max().asscalar()) == 0.0
-
-
 def storage_peak_bytes(run: Callable[[], object], ctx: mx.Context) -> int:
     """Peak of the bytes MXNet's storage manager allocates while ``run`` executes (profiler).
 
@@ -212,7 +160,7 @@ def storage_peak_bytes(run: Callable[[], object], ctx: mx.Context) -> int:
 class MXNetWorkload(base.Workload):
     def __init__(self, config: RunConfig) -> None:
         self.config = config
-        self.ctx = context(config.device)
+        self.ctx = runtime.context(config.device)
         self.hybrid = config.mode != "imperative"
         mx.random.seed(config.seed, ctx="all")
         self.baseline_used = self._device_used()
@@ -277,13 +225,10 @@ class MXNetWorkload(base.Workload):
         return self.predictor(*self.inputs)  # outside autograd.record: inference mode
 
     def sync(self) -> None:
-        mx.nd.waitall()
+        runtime.sync()
 
     def loss(self) -> float:
         return float(self._loss.asscalar()) if self._loss is not None else float("nan")
-
-    def output_shape(self) -> Tuple[int, ...]:
-        return tuple(self.forward().shape)
 
     def param_fingerprint(self) -> List[float]:
         return [float(p.data().asnumpy().astype(np.float64).sum())
@@ -292,11 +237,9 @@ class MXNetWorkload(base.Workload):
     def precision_settings(self) -> Dict[str, object]:
         bf16 = bfloat16_outputs(traced_symbol(self.model, len(self.inputs)))
         return {"policy": self.config.precision,
-                "tf32_enabled": False,  # no TF32 on CPU; on GPU NVIDIA_TF32_OVERRIDE=0 below
                 "compute_dtype": "bfloat16" if bf16 else "float32",
                 "bfloat16_operator_outputs": bf16,
-                "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
-                "flush_denormal": denormals_flushed()}
+                **runtime.precision_flags()}
 
     def peak_memory_bytes(self) -> Optional[int]:
         """On GPU: device memory in use above the pre-build level (MXNet's pool keeps its peak)."""
@@ -318,17 +261,7 @@ class MXNetWorkload(base.Workload):
 
 
 class Backend(base.Backend):
-    def version(self) -> str:
-        return mx.__version__
-
-    def device_available(self, device: str) -> bool:
-        return device == "cpu" or (device == "cuda" and mx.context.num_gpus() > 0)
-
-    def set_threads(self, threads: int) -> None:
-        fixed = int(os.environ["OMP_NUM_THREADS"])
-        if threads != fixed:
-            raise ValueError(f"MXNet fixed its OpenMP thread count ({fixed}) at import; set "
-                             f"OMP_NUM_THREADS={threads} before importing it")
+    runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         if config.precision == "tf32":
@@ -340,7 +273,7 @@ class Backend(base.Backend):
             if config.mode == "imperative":
                 return ("bf16 is measured in hybrid mode (amp.convert_hybrid_block); imperative "
                         "AMP (amp.init) patches MXNet's operators for the whole process, for good")
-            if not _cpu_has(AVX512_CORE):
+            if not runtime.cpu_has(AVX512_CORE):
                 return "oneDNN's bfloat16 kernels in MXNet 1.9.1 need AVX-512 (avx512_core)"
         return None
 
@@ -350,23 +283,5 @@ class Backend(base.Backend):
     def build(self, config: RunConfig) -> base.Workload:
         return MXNetWorkload(config)
 
-    def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        info = {"omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                "mxnet_cpu_worker_nthreads": os.environ.get("MXNET_CPU_WORKER_NTHREADS")}
-        if device == "cuda":
-            info["driver_version"] = base.nvidia_driver_version()
-            capability = mx.util.get_cuda_compute_capability(mx.gpu(0))
-            info["compute_capability"] = f"{capability // 10}.{capability % 10}"
-        return info
-
     def is_out_of_memory(self, error: BaseException) -> bool:
-        return "cudaErrorMemoryAllocation" in str(error) or super().is_out_of_memory(error)
-
-
-def _cpu_has(flags: Tuple[str, ...]) -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            present = next(line for line in f if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return False
-    return all(flag in present for flag in flags)
+        return runtime.is_out_of_memory(error) or super().is_out_of_memory(error)

@@ -1,4 +1,4 @@
-"""MXNet Gluon definitions of the ten models, layer for layer those of torch_models.py / torchvision.
+"""MXNet Gluon definitions of the ten models, layer for layer those of torch/models.py / torchvision.
 
 The Gluon model zoo is not used: no zoo model matches both the torchvision
 architecture and the canonical count (docs/mxnet.md lists why).  Every layer
@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Sequence
 
-import mxnet as mx
-from mxnet.gluon import HybridBlock, nn, rnn
+from fwkernels.frameworks.mxnet.runtime import mx  # first: MXNet's settings fixed at import
 
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
-                              VGG_19, VGG_A)
+from mxnet.gluon import HybridBlock, nn, rnn  # noqa: E402
 
-# The layer tables of torch_models.py (not imported from there: it imports torch).
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS,  # noqa: E402
+                              NCF_ITEMS, NCF_USERS, VGG_19, VGG_A)
 
 
 def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:
@@ -199,7 +198,7 @@ class Inception(HybridBlock):
 
 
 def googlenet() -> nn.HybridSequential:
-    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch_models.py)."""
+    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch/models.py)."""
     layers = [_conv_relu(3, 64, 7, 2, 3), nn.MaxPool2D(3, 2, 1),
               _conv_relu(64, 64, 1), _conv_relu(64, 192, 3, 1, 1), nn.MaxPool2D(3, 2, 1)]
     channels = 192

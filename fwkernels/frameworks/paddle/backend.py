@@ -7,73 +7,26 @@ around a step that calls ``loss.backward()`` fails on Paddle 3.3.1).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
-import os
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
-from paddle.base import core
 
 from fwkernels.frameworks import base
-from fwkernels.frameworks.base import RunConfig
-from fwkernels.frameworks.paddle_models import build as build_layer
-from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
-
-LABEL_SMOOTHING = 0.1
-
-
-def has_tf32_switches() -> bool:
-    """Paddle 3 has the TF32 switches in every build; Paddle 2.6 only in its CUDA builds."""
-    return hasattr(core, "set_cublas_switch") and hasattr(core, "set_cudnn_switch")
-
-
-def apply_precision(precision: str) -> None:
-    """Set TF32 for cuBLAS (matmul) and cuDNN (convolution, RNN) explicitly: Paddle has no FLAGS_ for it."""
-    if has_tf32_switches():
-        core.set_cublas_switch(precision == "tf32")
-        core.set_cudnn_switch(precision == "tf32")
-
-
-def precision_flags() -> Dict[str, object]:
-    """The TF32 switches as Paddle reports them now, and whether TF32 is on for both."""
-    if not has_tf32_switches():
-        return {"tf32_enabled": False, "tf32_switches": "absent in this build"}
-    flags = {"cublas_tf32": bool(core.get_cublas_switch()),
-             "cudnn_tf32": bool(core.get_cudnn_switch())}
-    states = list(flags.values())
-    tf32 = all(states) if all(states) or not any(states) else "mixed"
-    return {"tf32_enabled": tf32, **flags}
-
-
-def blas_threads() -> Optional[int]:
-    """Threads MKL will use, read from the MKL library that Paddle's CPU wheel bundles."""
-    path = os.path.join(os.path.dirname(paddle.__file__), "libs", "libmklml_intel.so")
-    if not os.path.exists(path):
-        return None
-    return int(ctypes.CDLL(path).MKL_Get_Max_Threads())
-
+from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
+from fwkernels.frameworks.paddle import runtime
+from fwkernels.frameworks.paddle.models import build as build_layer
+from fwkernels.models import ModelSpec
 
 def synthetic_batch(config: RunConfig) -> Tuple[tuple, paddle.Tensor]:
-    """Random inputs and labels for the model's task, resident on the current device."""
-    rng = np.random.default_rng(config.seed)
-    spec, shapes = config.model, config.input_shapes()
-    if spec.name == "ncf":
-        user = rng.integers(0, NCF_USERS, shapes["user"])
-        item = rng.integers(0, NCF_ITEMS, shapes["item"])
-        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
-        inputs: tuple = (user, item)
-    elif spec.unit == "tokens":
-        src = rng.integers(0, spec.num_classes, shapes["src"])
-        tgt = rng.integers(0, spec.num_classes, shapes["tgt"])
-        labels = rng.integers(0, spec.num_classes, shapes["tgt"])
-        inputs = (src, tgt)
-    else:
-        inputs = (rng.standard_normal(shapes["image"], dtype=np.float32),)
-        labels = rng.integers(0, spec.num_classes, shapes["image"][:1])
-    return tuple(paddle.to_tensor(a) for a in inputs), paddle.to_tensor(labels)
+    """The shared synthetic batch on the current device; ids and class labels as int64."""
+    def tensor(array: np.ndarray) -> paddle.Tensor:
+        return paddle.to_tensor(array if array.dtype == np.float32 else array.astype(np.int64))
+
+    inputs, labels = base.synthetic_batch(config)
+    return tuple(tensor(a) for a in inputs), tensor(labels)
 
 
 def loss_function(spec: ModelSpec):
@@ -95,7 +48,7 @@ class PaddleWorkload(base.Workload):
         self.config = config
         paddle.set_device("gpu" if config.device == "cuda" else "cpu")
         paddle.seed(config.seed)
-        apply_precision(config.precision)
+        runtime.apply_precision(config.precision)
         self.model = build_layer(config.model.name)
         self.model.train()
         self.params = sum(int(p.numel()) for p in trainable(self.model))
@@ -146,13 +99,10 @@ class PaddleWorkload(base.Workload):
 
     def sync(self) -> None:
         if self.config.device == "cuda":
-            paddle.device.cuda.synchronize()
+            runtime.sync()
 
     def loss(self) -> float:
         return float(self._loss)
-
-    def output_shape(self) -> Tuple[int, ...]:
-        return tuple(self.forward().shape)
 
     def param_fingerprint(self) -> List[float]:
         return [float(p.astype("float64").sum()) for p in trainable(self.model)]
@@ -164,35 +114,21 @@ class PaddleWorkload(base.Workload):
         return str(probe.dtype).replace("paddle.", "")
 
     def precision_settings(self) -> Dict[str, object]:
-        return {"policy": self.config.precision, **precision_flags(),
+        return {"policy": self.config.precision, **runtime.precision_flags(),
                 "compute_dtype": self.compute_dtype(), "flush_denormal": False}
 
     def peak_memory_bytes(self) -> Optional[int]:
-        if self.config.device == "cuda":
-            return int(paddle.device.cuda.max_memory_allocated())
-        return None
+        return runtime.peak_memory_bytes(self.config.device)
 
 
 class Backend(base.Backend):
-    def version(self) -> str:
-        return paddle.__version__
-
-    def device_available(self, device: str) -> bool:
-        if device == "cpu":
-            return True
-        return device == "cuda" and paddle.device.is_compiled_with_cuda() \
-            and paddle.device.cuda.device_count() > 0
-
-    def set_threads(self, threads: int) -> None:
-        # Paddle sets MKL and OpenMP to FLAGS_paddle_num_threads (1) at import
-        # unless OMP_NUM_THREADS is set; this call sets both to ``threads``.
-        core.set_num_threads(threads)
+    runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         if config.precision == "bf16" and config.device == "cpu":
             return ("paddle.amp.auto_cast takes effect only on CUDA, XPU and custom devices; "
                     "on CPU it leaves float32 (Paddle warns 'it makes no effect')")
-        if config.precision == "tf32" and not has_tf32_switches():
+        if config.precision == "tf32" and not runtime.has_tf32_switches():
             return f"this Paddle {paddle.__version__} build has no TF32 switches (CPU-only build)"
         return None
 
@@ -206,16 +142,3 @@ class Backend(base.Backend):
 
     def build(self, config: RunConfig) -> base.Workload:
         return PaddleWorkload(config)
-
-    def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        threads = blas_threads()
-        info = {"blas_threads": None if threads is None else str(threads),
-                # oneDNN kernels are off in the dynamic graph unless this flag is set;
-                # the static mode compiles with CINN where the build has it (CUDA only).
-                "use_mkldnn": str(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"]),
-                "compiled_with_cinn": str(paddle.is_compiled_with_cinn())}
-        if device == "cuda":
-            info.update(cuda_version=paddle.version.cuda(), cudnn_version=paddle.version.cudnn(),
-                        device_name=paddle.device.cuda.get_device_name(),
-                        driver_version=base.nvidia_driver_version())
-        return info

@@ -1,4 +1,4 @@
-"""PaddlePaddle definitions of the ten models, layer for layer as in torch_models.py / torchvision.
+"""PaddlePaddle definitions of the ten models, layer for layer as in torch/models.py / torchvision.
 
 ``paddle.vision.models`` builds vgg19, resnet50 and mobilenet_v2 exactly as
 torchvision does.  Its AlexNet has torchvision's count but not its structure
@@ -9,7 +9,7 @@ structure and counts.  All image models take NCHW input, Paddle's layout.
 
 The layers defined here start from PyTorch's default initialisation (Paddle's
 defaults differ: He-normal convolutions, Xavier linear layers and embeddings),
-so that they train as the torch_models.py definitions do; the zoo models keep
+so that they train as the torch/models.py definitions do; the zoo models keep
 Paddle's initialisation.
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Inception(nn.Layer):
 
 
 class GoogLeNetV1(nn.Sequential):
-    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch_models.py)."""
+    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch/models.py)."""
 
     def __init__(self) -> None:
         layers: List[nn.Layer] = [

@@ -1,4 +1,4 @@
-"""TensorFlow 2 backend: the Keras 3 models of keras_models.py, trained by a native tf.function.
+"""TensorFlow 2 backend: the Keras 3 models of keras/models.py, trained by a native tf.function.
 
 Modes: "function" compiles the training step with ``tf.function`` (TensorFlow's
 graph executor, no XLA); "xla" adds ``jit_compile=True``.  Layout is NHWC.
@@ -9,71 +9,23 @@ adds weight decay to the gradient before momentum (``g += wd * p``, then
 decays the weights directly (decoupled, outside the momentum), which is a
 different update.
 
-Log noise: ``TF_CPP_MIN_LOG_LEVEL=2`` (unless already set) is put in the
-environment before TensorFlow is imported, which hides TensorFlow's C++ INFO and
-WARNING lines; TensorFlow's and absl's Python loggers are set to ERROR.  Set
-TF_CPP_MIN_LOG_LEVEL=0 to see everything.  docs/tensorflow.md lists the lines
-that remain (TensorFlow 2.21 prints the oneDNN banner before its log level applies).
+The log settings and the TF32 switch are TensorFlow's runtime module
+(fwkernels/frameworks/tensorflow/runtime.py).
 """
 from __future__ import annotations
 
-import os
-import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-# Both must be in the environment before the first import of TensorFlow / Keras.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if "keras" not in sys.modules:
-    os.environ["KERAS_BACKEND"] = "tensorflow"
+from fwkernels.frameworks import base
+from fwkernels.frameworks.base import RunConfig
+from fwkernels.frameworks.keras import runtime as keras_runtime
+from fwkernels.models import ModelSpec
 
-import absl.logging  # noqa: E402
-import keras  # noqa: E402
-import tensorflow as tf  # noqa: E402
+keras = keras_runtime.import_keras("tensorflow")  # before TensorFlow imports Keras itself
 
-from fwkernels.frameworks import base, keras_models  # noqa: E402
-from fwkernels.frameworks.base import RunConfig  # noqa: E402
-from fwkernels.frameworks.keras_backend import KERAS_POLICIES  # noqa: E402
-from fwkernels.models import ModelSpec  # noqa: E402
+from fwkernels.frameworks.tensorflow import models, runtime  # noqa: E402
 
-absl.logging.set_verbosity(absl.logging.ERROR)
-tf.get_logger().setLevel("ERROR")
-
-
-# ---- TensorFlow runtime settings, shared with Keras 3 on its TensorFlow backend ----
-
-def gpu_available() -> bool:
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
-def set_threads(threads: int) -> None:
-    threading = tf.config.threading
-    for setter, getter in ((threading.set_intra_op_parallelism_threads,
-                            threading.get_intra_op_parallelism_threads),
-                           (threading.set_inter_op_parallelism_threads,
-                            threading.get_inter_op_parallelism_threads)):
-        try:
-            setter(threads)
-        except RuntimeError:  # settable only until TensorFlow's runtime starts
-            if getter() != threads:
-                raise
-
-
-def gpu_peak_memory_bytes() -> int:
-    return tf.config.experimental.get_memory_info("GPU:0")["peak"]
-
-
-def gpu_runtime_info() -> Dict[str, Optional[str]]:
-    build = tf.sysconfig.get_build_info()
-    details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
-    return {"cuda_version": build.get("cuda_version"), "cudnn_version": build.get("cudnn_version"),
-            "device_name": details.get("device_name"),
-            "driver_version": base.nvidia_driver_version()}
-
-
-def apply_precision(precision: str) -> None:
-    """TF32 only for "tf32" (TensorFlow enables it by default); bf16 is Keras mixed precision."""
-    tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
-    keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
+tf = runtime.tf
 
 
 class TensorFlowWorkload(base.Workload):
@@ -81,17 +33,18 @@ class TensorFlowWorkload(base.Workload):
         self.config = config
         self.device = "/GPU:0" if config.device == "cuda" else "/CPU:0"
         keras.backend.clear_session()  # drops earlier models' global state (and the dtype policy)
-        apply_precision(config.precision)
+        runtime.apply_precision(config.precision)
+        keras_runtime.set_policy(keras, config.precision)
         keras.utils.set_random_seed(config.seed)
-        inputs, labels = keras_models.synthetic_batch(config)
+        inputs, labels = base.synthetic_batch(config, layout="NHWC")
         with tf.device(self.device):
-            self.model = keras_models.build(config.model.name, small=config.small)
+            self.model = models.build(config.model.name, small=config.small)
             self.variables = self.model.trainable_variables
             self.velocities = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False)
                                for v in self.variables]
             self.inputs = [tf.constant(array) for array in inputs]
             self.labels = tf.constant(labels)
-        self.params = keras_models.trainable_params(self.model)
+        self.params = models.trainable_params(self.model)
         jit_compile = config.mode == "xla"
         self._train = tf.function(self._train_step, jit_compile=jit_compile)
         self._forward_backward = tf.function(self._loss_and_gradients, jit_compile=jit_compile)
@@ -104,7 +57,7 @@ class TensorFlowWorkload(base.Workload):
     def _loss_and_gradients(self):
         with tf.GradientTape() as tape:
             logits = self.model(self._model_inputs(), training=True)
-            loss = keras_models.loss(self.config.model, logits, self.labels)
+            loss = models.loss(self.config.model, logits, self.labels)
         return loss, tape.gradient(loss, self.variables)
 
     def _train_step(self):
@@ -134,26 +87,22 @@ class TensorFlowWorkload(base.Workload):
             return self._forward()
 
     def sync(self) -> None:
-        tf.test.experimental.sync_devices()
+        runtime.sync()
 
     def loss(self) -> float:
         return float(self._loss)
-
-    def output_shape(self) -> Tuple[int, ...]:
-        return tuple(self.forward().shape)
 
     def param_fingerprint(self) -> List[float]:
         return [float(tf.reduce_sum(tf.cast(v.value, tf.float64))) for v in self.variables]
 
     def precision_settings(self) -> Dict[str, object]:
         policy = self.model.dtype_policy
-        return {"policy": self.config.precision,
-                "tf32_enabled": tf.config.experimental.tensor_float_32_execution_enabled(),
+        return {"policy": self.config.precision, **runtime.precision_flags(),
                 "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype,
                 "keras_policy": policy.name, "jit_compile": self.config.mode == "xla"}
 
     def peak_memory_bytes(self) -> Optional[int]:
-        return gpu_peak_memory_bytes() if self.config.device == "cuda" else None
+        return runtime.peak_memory_bytes(self.config.device)
 
     def flops_per_step(self) -> Optional[float]:
         """Forward + backward FLOPs by TensorFlow's static graph profiler; None for LSTM graphs.
@@ -171,14 +120,7 @@ class TensorFlowWorkload(base.Workload):
 
 
 class Backend(base.Backend):
-    def version(self) -> str:
-        return tf.__version__
-
-    def device_available(self, device: str) -> bool:
-        return device == "cpu" or (device == "cuda" and gpu_available())
-
-    def set_threads(self, threads: int) -> None:
-        set_threads(threads)
+    runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         if keras.backend.backend() != "tensorflow":
@@ -187,15 +129,13 @@ class Backend(base.Backend):
         return None
 
     def count_params(self, model: ModelSpec) -> int:
-        return keras_models.count_trainable_params(model.name)
+        return models.count_trainable_params(model.name)
 
     def build(self, config: RunConfig) -> base.Workload:
         return TensorFlowWorkload(config)
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
-        return {"keras_version": keras.__version__,
-                **(gpu_runtime_info() if device == "cuda" else {})}
+        return {"keras_version": keras.__version__, **runtime.runtime_info(device)}
 
     def is_out_of_memory(self, error: BaseException) -> bool:
-        return (isinstance(error, tf.errors.ResourceExhaustedError)
-                or super().is_out_of_memory(error))
+        return runtime.is_out_of_memory(error) or super().is_out_of_memory(error)

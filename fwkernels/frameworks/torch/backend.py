@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 
 from fwkernels.frameworks import base
-from fwkernels.frameworks.base import RunConfig
-from fwkernels.frameworks.torch_models import TORCHVISION_MODELS, build as build_module
-from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
+from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
+from fwkernels.frameworks.torch import runtime
+from fwkernels.frameworks.torch.models import TORCHVISION_MODELS, build as build_module
+from fwkernels.models import ModelSpec
 
-LABEL_SMOOTHING = 0.1
 CUDA_GRAPH_MODES = ("cudagraphs", "cudagraphs_tuned")  # torch.compile(mode="reduce-overhead")
 COMPILED_MODES = ("compile",) + CUDA_GRAPH_MODES
 
@@ -26,51 +26,14 @@ def torchvision_missing() -> Optional[str]:
     return None
 
 
-def apply_precision(precision: str) -> None:
-    """Set TF32 use explicitly: PyTorch's defaults differ between cuBLAS and cuDNN."""
-    fp32_mode = "tf32" if precision == "tf32" else "ieee"
-    if hasattr(torch.backends, "fp32_precision"):  # the API of torch >= 2.9
-        torch.backends.cuda.matmul.fp32_precision = fp32_mode
-        torch.backends.cudnn.conv.fp32_precision = fp32_mode
-        torch.backends.cudnn.rnn.fp32_precision = fp32_mode
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
-
-
-def precision_flags() -> Dict[str, object]:
-    """The TF32 switches as PyTorch reports them now, and whether TF32 is on for all of them."""
-    if hasattr(torch.backends, "fp32_precision"):
-        flags = {"cuda.matmul.fp32_precision": torch.backends.cuda.matmul.fp32_precision,
-                 "cudnn.conv.fp32_precision": torch.backends.cudnn.conv.fp32_precision,
-                 "cudnn.rnn.fp32_precision": torch.backends.cudnn.rnn.fp32_precision}
-        states = [value == "tf32" for value in flags.values()]
-    else:
-        flags = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-                 "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
-        states = list(flags.values())
-    tf32 = all(states) if all(states) or not any(states) else "mixed"
-    return {"tf32_enabled": tf32, **flags}
-
-
 def synthetic_batch(config: RunConfig, device: torch.device) -> Tuple[tuple, torch.Tensor]:
-    """Random inputs and labels for the model's task, resident on ``device``."""
-    g = torch.Generator().manual_seed(config.seed)
-    spec, shapes = config.model, config.input_shapes()
-    if spec.name == "ncf":
-        user = torch.randint(0, NCF_USERS, shapes["user"], generator=g)
-        item = torch.randint(0, NCF_ITEMS, shapes["item"], generator=g)
-        labels = torch.randint(0, 2, shapes["user"], generator=g).float()
-        inputs: tuple = (user, item)
-    elif spec.unit == "tokens":
-        src = torch.randint(0, spec.num_classes, shapes["src"], generator=g)
-        tgt = torch.randint(0, spec.num_classes, shapes["tgt"], generator=g)
-        labels = torch.randint(0, spec.num_classes, shapes["tgt"], generator=g)
-        inputs = (src, tgt)
-    else:
-        inputs = (torch.randn(*shapes["image"], generator=g),)
-        labels = torch.randint(0, spec.num_classes, shapes["image"][:1], generator=g)
-    return tuple(t.to(device) for t in inputs), labels.to(device)
+    """The shared synthetic batch on ``device``: ids and class labels as int64 (torch's index type)."""
+    def tensor(array) -> torch.Tensor:
+        t = torch.from_numpy(array)
+        return (t.long() if not t.is_floating_point() else t).to(device)
+
+    inputs, labels = base.synthetic_batch(config)
+    return tuple(tensor(a) for a in inputs), tensor(labels)
 
 
 def loss_function(spec: ModelSpec):
@@ -98,13 +61,11 @@ class TorchWorkload(base.Workload):
         torch.manual_seed(config.seed)
         self.config = config
         self.device = torch.device(config.device)
-        apply_precision(config.precision)
+        runtime.apply_precision(config.precision)
         # The tuned modes let cuDNN time its convolution algorithms for these fixed shapes
         # during the warm-up (XLA always does); eager keeps PyTorch's default heuristics.
         torch.backends.cudnn.benchmark = config.mode != "eager"
-        # A fixed synthetic batch drives the loss toward zero and the gradients into
-        # denormals, which are ~100x slower on x86 CPUs; TensorFlow and XLA flush them too.
-        self.flush_denormal = torch.set_flush_denormal(True)
+        self.flush_denormal = runtime.flush_denormals()
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self.inputs, self.labels = synthetic_batch(config, self.device)
@@ -166,14 +127,11 @@ class TorchWorkload(base.Workload):
     def loss(self) -> float:
         return float(self._loss)
 
-    def output_shape(self) -> Tuple[int, ...]:
-        return tuple(self.forward().shape)
-
     def param_fingerprint(self) -> List[float]:
         return [float(p.detach().double().sum()) for p in self.module.parameters()]
 
     def precision_settings(self) -> Dict[str, object]:
-        return {"policy": self.config.precision, **precision_flags(),
+        return {"policy": self.config.precision, **runtime.precision_flags(),
                 "compute_dtype": "bfloat16" if self.config.precision == "bf16" else "float32",
                 "flush_denormal": self.flush_denormal,
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
@@ -202,16 +160,7 @@ class TorchWorkload(base.Workload):
 
 
 class Backend(base.Backend):
-    def version(self) -> str:
-        return torch.__version__
-
-    def device_available(self, device: str) -> bool:
-        return device == "cpu" or (device == "cuda" and torch.cuda.is_available())
-
-    def set_threads(self, threads: int) -> None:
-        torch.set_num_threads(threads)
-        with contextlib.suppress(RuntimeError):  # settable once per process only
-            torch.set_num_interop_threads(threads)
+    runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         missing = torchvision_missing() if config.model.name in TORCHVISION_MODELS else None
@@ -237,13 +186,7 @@ class Backend(base.Backend):
         # the record's compile_cache says where its cache was.
         inductor = {k: v for k, v in os.environ.items()
                     if k.startswith("TORCHINDUCTOR_") and k != "TORCHINDUCTOR_CACHE_DIR"}
-        info = {"inductor_env": inductor} if inductor else {}
-        if device != "cuda":
-            return info
-        return {**info, "cuda_version": torch.version.cuda,
-                "cudnn_version": str(torch.backends.cudnn.version()),
-                "device_name": torch.cuda.get_device_name(),
-                "driver_version": base.nvidia_driver_version()}
+        return {**({"inductor_env": inductor} if inductor else {}), **runtime.runtime_info(device)}
 
     def is_out_of_memory(self, error: BaseException) -> bool:
-        return isinstance(error, torch.cuda.OutOfMemoryError) or super().is_out_of_memory(error)
+        return runtime.is_out_of_memory(error) or super().is_out_of_memory(error)

@@ -1,0 +1,1 @@
+"""MXNet 1.9.1 Gluon, hybridized or imperative (runtime, models, backend)."""

@@ -1,0 +1,97 @@
+"""MXNet's process switches: threads and the floating-point environment (fixed at import, so set
+here before ``import mxnet``), version, devices, the TF32 override, denormals, runtime info."""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from typing import Dict, Optional, Tuple
+
+# Operators run one at a time (MXNet's default, made explicit), each on OMP_NUM_THREADS
+# OpenMP threads (oneDNN included): the intra-op count is the common thread count.
+os.environ["MXNET_CPU_WORKER_NTHREADS"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+# MXNet 1.9.1 has no TF32 switch, but its float32 convolutions ask cuDNN for the default
+# math, which uses TF32 on Ampere and newer: NVIDIA's override keeps float32 strict.
+os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+
+_FTZ_DAZ = 0x8040  # MXCSR flush-to-zero and denormals-are-zero bits
+
+
+def _flush_denormals() -> None:
+    """Set FTZ/DAZ for this thread; threads started later (MXNet's engine, OpenMP) inherit it.
+
+    MXNet has no switch for it.  A fixed synthetic batch drives gradients into
+    denormals, ~100x slower on x86 CPUs (PyTorch flushes them too, via its own switch).
+    """
+    libm = ctypes.CDLL("libm.so.6")
+    env = ctypes.create_string_buffer(32)  # glibc x86-64 fenv_t; MXCSR at offset 28
+    if libm.fegetenv(env) == 0:
+        struct.pack_into("<I", env, 28, struct.unpack_from("<I", env.raw, 28)[0] | _FTZ_DAZ)
+        libm.fesetenv(env)
+
+
+if os.uname().machine == "x86_64":
+    _flush_denormals()
+
+import mxnet as mx  # noqa: E402  (after the settings above)
+
+from fwkernels.frameworks import base  # noqa: E402
+
+
+def version() -> str:
+    return mx.__version__
+
+
+def context(device: str) -> mx.Context:
+    return mx.gpu(0) if device == "cuda" else mx.cpu(0)
+
+
+def device_available(device: str) -> bool:
+    return device == "cpu" or (device == "cuda" and mx.context.num_gpus() > 0)
+
+
+def set_threads(threads: int) -> None:
+    fixed = int(os.environ["OMP_NUM_THREADS"])
+    if threads != fixed:
+        raise ValueError(f"MXNet fixed its OpenMP thread count ({fixed}) at import; set "
+                         f"OMP_NUM_THREADS={threads} before importing it")
+
+
+def denormals_flushed() -> bool:
+    """Read back through MXNet's own CPU operator threads: does a denormal product come out as 0?"""
+    product = mx.nd.full((1 << 20,), 1e-38, ctx=mx.cpu()) * 1e-5  # 1e-43 unless flushed
+    return float(product.abs().max().asscalar()) == 0.0
+
+
+def precision_flags() -> Dict[str, object]:
+    return {"tf32_enabled": False,  # no TF32 on CPU; on GPU NVIDIA_TF32_OVERRIDE=0 above
+            "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+            "flush_denormal": denormals_flushed()}
+
+
+def sync(pending: object = None) -> None:
+    mx.nd.waitall()
+
+
+def runtime_info(device: str) -> Dict[str, Optional[str]]:
+    info = {"omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "mxnet_cpu_worker_nthreads": os.environ.get("MXNET_CPU_WORKER_NTHREADS")}
+    if device == "cuda":
+        info["driver_version"] = base.nvidia_driver_version()
+        capability = mx.util.get_cuda_compute_capability(mx.gpu(0))
+        info["compute_capability"] = f"{capability // 10}.{capability % 10}"
+    return info
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    return "cudaErrorMemoryAllocation" in str(error)
+
+
+def cpu_has(flags: Tuple[str, ...]) -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            present = next(line for line in f if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return all(flag in present for flag in flags)

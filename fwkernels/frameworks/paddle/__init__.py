@@ -1,0 +1,1 @@
+"""PaddlePaddle, dynamic graph or paddle.jit.to_static (runtime, models, backend)."""

@@ -1,0 +1,1 @@
+"""PyTorch: torchvision models where it defines them, eager or compiled (runtime, models, backend)."""
