@@ -1,18 +1,34 @@
-"""The ``fwkernels`` command line: list, measure, report."""
+"""The ``fwkernels`` command line: every subcommand is registered here.
+
+    list, measure, sweep, render, loss-curve             measuring
+    report, compare, widen-grids                         asv results
+    combination-time, framework-ratio, internal-memory   records files
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Dict, List, Mapping, Optional
 
+from fwkernels import record, sweep
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
 from fwkernels.models import MODELS
-from fwkernels.runner import InvalidRequest, measure
+from fwkernels.report import analysis, compare
+from fwkernels.report.render import (render_markdown, render_report_markdown,
+                                     render_report_text, render_text)
+from fwkernels.report.results import (ResultsError, benchmark_units, load_runs, machines,
+                                      widen_benchmark_grids)
+from fwkernels.report.tables import build_report
+from fwkernels.request import InvalidRequest, require, resolve
+from fwkernels.runner import run
 
 EXIT_INVALID = 2
 EXIT_FAILED = 1
+EXIT_REGRESSION = 1
 
 
 def list_entries() -> Dict[str, List[Dict[str, Any]]]:
@@ -59,17 +75,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    record = measure(args.framework, args.model, device=args.device, batch=args.batch,
-                     precision=args.precision, mode=args.mode or "", windows=args.windows,
-                     steps=args.steps, warmup=args.warmup, threads=args.threads)
-    if args.json:
-        print(json.dumps(record, default=str))
-    else:
-        print(format_record(record))
-    return 0 if record["status"] == "ok" else EXIT_FAILED
+    result = run(require(resolve(
+        args.framework, args.model, device=args.device, batch=args.batch,
+        precision=args.precision, mode=args.mode, windows=args.windows, steps=args.steps,
+        warmup=args.warmup, threads=args.threads)))
+    print(record.dumps(result) if args.json else format_record(result))
+    return 0 if result.ok else EXIT_FAILED
 
 
-def format_record(r: Dict[str, Any]) -> str:
+def format_record(r: Mapping[str, Any]) -> str:
     head = (f"{r['framework']} {r.get('framework_version', '?')} [{r['mode']}] {r['model']} "
             f"on {r['device']}, batch {r['batch']}, {r['precision']}, {r['threads']} threads")
     if r["status"] != "ok":
@@ -94,46 +108,131 @@ def format_record(r: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cmd_widen_grids(args: argparse.Namespace) -> int:
-    from fwkernels.results import widen_benchmark_grids
+def cmd_sweep(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    records = sweep.run_sweep(args.frameworks, args.models, args.precisions, args.modes,
+                              args.jsonl, device=args.device, windows=args.windows,
+                              steps=args.steps, window_seconds=args.window_seconds,
+                              threads=args.threads)
+    text = sweep.sweep_table(records, sweep.command_line(), time.perf_counter() - start)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    print(text)
+    return 0 if all(r.status in ("ok", "n/a") for r in records) else EXIT_FAILED
 
+
+def cmd_render(args: argparse.Namespace) -> int:
+    print(sweep.markdown(record.read(args.records),
+                         args.command or f"fwkernels render {args.records}"))
+    return 0
+
+
+def cmd_loss_curve(args: argparse.Namespace) -> int:
+    from fwkernels import worker
+
+    spec = MODELS.get(args.model)
+    request = require(resolve(args.framework, args.model, device=args.device,
+                              precision=args.precision, mode=args.mode,
+                              batch=args.batch or (spec.batch_gpu if spec else None)))
+    out: Dict[str, Any] = {}
+    prepared = worker.prepare(request.worker_message(["train"]), out)
+    if prepared is None:
+        print(f"fwkernels loss-curve: {out['status']}: {out['error']}", file=sys.stderr)
+        return EXIT_INVALID if out["status"] == "invalid" else EXIT_FAILED
+    workload = worker.build(*prepared, out)
+    config = prepared[1]
+    print(f"# {request.framework} {request.model} batch {config.batch} "
+          f"lr {config.learning_rate:g} {request.precision} on {request.device}")
+    start = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        workload.train_step()
+        if step % args.every == 0 or step == 1:
+            print(step, f"{workload.loss():.4f}", f"{time.perf_counter() - start:.0f}", flush=True)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fwkernels import site
+
+    runs = load_runs(args.results, args.records)
+    if not runs:
+        raise ResultsError(f"no asv results under {args.results!r}: run the main job "
+                           f"(scripts/bench) first")
+    wanted = [args.machine] if args.machine else machines(runs)
+    html_dir = None if args.no_html else (args.html_dir or site.default_html_dir())
+    links = bool(html_dir) and site.is_asv_site(html_dir)
+    reports = [build_report(runs, m, args.commit, links) for m in wanted]
+    render = render_report_markdown if args.format == "markdown" else render_report_text
+    print("\n".join(render(r) for r in reports))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("\n".join(render_report_markdown(r) for r in reports))
+        print(f"Markdown: {args.markdown}")
+    if html_dir:
+        try:
+            from fwkernels.report import html
+        except ImportError as error:
+            print(f"fwkernels report: error: the HTML report needs matplotlib and jinja2 "
+                  f"(pip install 'fwkernels[report]'): {error}", file=sys.stderr)
+            return EXIT_FAILED
+        # Every machine gets its page (its latest commit, or --commit for --machine).
+        by_machine = {m: build_report(runs, m, asv_links=links) for m in machines(runs)
+                      if m not in wanted}
+        by_machine.update({r.machine: r for r in reports})
+        pages = html.write_site(list(by_machine.values()), html_dir)
+        print(f"HTML: {pages[0]} ({len(pages)} pages; see docs/reports.md to view offline)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    if args.factor < 1:
+        raise ResultsError(f"--factor must be >= 1, got {args.factor}")
+    runs = load_runs(args.results, args.records)
+    a = compare.resolve(args.a, runs, args.machine, args.commit)
+    b = compare.resolve(args.b, runs, args.machine, args.commit)
+    units = benchmark_units(args.results)
+    try:
+        results = [c for c in compare.compare(a, b, units)
+                   if not args.benchmark or re.search(args.benchmark, c.key[0])]
+    except re.error as error:
+        raise ResultsError(f"--benchmark: {error}") from None
+    if not any(c.a and c.b for c in results):
+        raise ResultsError(f"A and B have no benchmark in common:\n  A {a.describe()}\n"
+                           f"  B {b.describe()}")
+    table = compare.comparison_table(a, b, results, args.factor)
+    print(render_markdown(table) if args.format == "markdown" else render_text(table))
+    regressions = [c for c in results if c.verdict(args.factor) == "REGRESSION"]
+    if regressions:
+        print(f"{len(regressions)} regression(s) beyond factor {args.factor:g}: exit status "
+              f"{EXIT_REGRESSION}")
+        return EXIT_REGRESSION
+    return 0
+
+
+def cmd_widen_grids(args: argparse.Namespace) -> int:
     for name in widen_benchmark_grids(args.results):
         print(f"widened the parameter grid of {name}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fwkernels", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def cmd_combination_time(args: argparse.Namespace) -> int:
+    print(analysis.combination_time(record.read_all(args.records)))
+    return 0
 
-    p = sub.add_parser("list", help="models and frameworks, with availability and versions")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("measure", help="run the measurement protocol for one combination")
-    p.add_argument("framework", help=f"one of: {', '.join(FRAMEWORKS)}")
-    p.add_argument("model", help=f"one of: {', '.join(MODELS)}")
-    p.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
-    p.add_argument("--batch", type=int, help="batch size (default: the model's for the device)")
-    p.add_argument("--precision", default="fp32", help=f"one of: {', '.join(PRECISIONS)}")
-    p.add_argument("--mode", help="execution mode (default: the framework's first)")
-    p.add_argument("--windows", type=_positive, help="timing windows K")
-    p.add_argument("--steps", type=_positive, help="steps per window N (default: calibrated)")
-    p.add_argument("--warmup", type=_non_negative, help="warm-up steps")
-    p.add_argument("--threads", type=_positive, help="CPU threads (default: all usable cores)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=cmd_measure)
+def cmd_framework_ratio(args: argparse.Namespace) -> int:
+    print(analysis.framework_ratio(record.read_all(args.records), args.baseline, args.other))
+    return 0
 
-    p = sub.add_parser("widen-grids", help="make results/benchmarks.json's parameter grids "
-                       "cover every stored result (run before `asv publish`)")
-    p.add_argument("results", nargs="?", default="results", help="asv results directory")
-    p.set_defaults(func=cmd_widen_grids)
 
-    from fwkernels import report, sweep
+def cmd_internal_memory(args: argparse.Namespace) -> int:
+    print(analysis.internal_memory(record.read(args.records), sweep.command_line()), end="")
+    return 0
 
-    sweep.add_parser(sub)
-    report.add_parser(sub)
-    return parser
+
+def _list(text: str) -> List[str]:
+    return [v for v in text.split(",") if v]
 
 
 def _positive(text: str) -> int:
@@ -150,12 +249,134 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _add_results_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", default="results", help="asv results directory (default: results)")
+    p.add_argument("--records", help="fwkernels records directory (default: records beside "
+                                     "--results)")
+
+
+def _add_combination_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("framework", help=f"one of: {', '.join(FRAMEWORKS)}")
+    p.add_argument("model", help=f"one of: {', '.join(MODELS)}")
+    p.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
+    p.add_argument("--precision", default="fp32", help=f"one of: {', '.join(PRECISIONS)}")
+    p.add_argument("--mode", help="execution mode (default: the framework's first)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fwkernels", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    verbatim = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("list", help="models and frameworks, with availability and versions")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("measure", help="run the measurement protocol for one combination")
+    _add_combination_arguments(p)
+    p.add_argument("--batch", type=int, help="batch size (default: the model's for the device)")
+    p.add_argument("--windows", type=_positive, help="timing windows K")
+    p.add_argument("--steps", type=_positive, help="steps per window N (default: calibrated)")
+    p.add_argument("--warmup", type=_non_negative, help="warm-up steps")
+    p.add_argument("--threads", type=_positive, help="CPU threads (default: all usable cores)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("sweep", help="measure many combinations; JSON lines + Markdown table",
+                       description=sweep.__doc__, formatter_class=verbatim)
+    p.add_argument("frameworks", type=_list, help="comma list of frameworks")
+    p.add_argument("--models", type=_list, default=list(MODELS))
+    p.add_argument("--precisions", type=_list, default=["fp32"])
+    p.add_argument("--modes", type=_list, default=[], help="default: each framework's first")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--windows", type=int)
+    p.add_argument("--steps", type=int)
+    p.add_argument("--window-seconds", type=float)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--jsonl", default="sweep.jsonl", help="records are appended here")
+    p.add_argument("--markdown", help="write the table here too")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("render", help="the Markdown table of a JSON-lines file of records")
+    p.add_argument("records", help="records file (from sweep, or records/<machine>/ of asv runs)")
+    p.add_argument("--command", help="the command that produced the records, for the caption")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("loss-curve", help="a workload's training loss step by step (when does "
+                       "a NaN come?)", description="Builds the workload as the suite does (the "
+                       "same model, synthetic batch, SGD and learning rate, scaled to --batch), "
+                       "runs --steps training steps on that one batch and prints 'step loss "
+                       "seconds' every --every steps.")
+    _add_combination_arguments(p)
+    p.add_argument("--batch", type=int, help="default: the model's GPU batch")
+    p.add_argument("--steps", type=_positive, default=300)
+    p.add_argument("--every", type=_positive, default=10)
+    p.set_defaults(func=cmd_loss_curve)
+
+    import fwkernels.report
+
+    p = sub.add_parser("report", help="the papers' tables from asv results, terminal/Markdown/HTML",
+                       description=fwkernels.report.__doc__, formatter_class=verbatim)
+    _add_results_arguments(p)
+    p.add_argument("--machine", help="asv machine name (default: every machine with results)")
+    p.add_argument("--commit", help="commit hash prefix, or a comma list of them (default: "
+                                    "each machine's latest)")
+    p.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
+                   help="what to print (default: terminal)")
+    p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report to FILE")
+    p.add_argument("--html-dir", help="site folder for the HTML pages (default: asv's html_dir)")
+    p.add_argument("--no-html", action="store_true", help="print only, write no HTML")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="two environments, machines or commits side by side",
+                       description=compare.__doc__, formatter_class=verbatim)
+    p.add_argument("a", metavar="A", help="baseline selector")
+    p.add_argument("b", metavar="B", help="selector compared with A")
+    p.add_argument("--factor", type=float, default=1.1,
+                   help="exit 1 when B is worse than A by more than this factor (default 1.1)")
+    _add_results_arguments(p)
+    p.add_argument("--machine", help="machine, when a selector does not name one")
+    p.add_argument("--commit", help="commit prefix, when a selector does not name one "
+                                    "(default: each side's latest)")
+    p.add_argument("--benchmark", help="regular expression on benchmark names "
+                                       "(e.g. samples_per_s)")
+    p.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("widen-grids", help="make results/benchmarks.json's parameter grids "
+                       "cover every stored result (run before `asv publish`)")
+    p.add_argument("results", nargs="?", default="results", help="asv results directory")
+    p.set_defaults(func=cmd_widen_grids)
+
+    p = sub.add_parser("combination-time", help="where each framework's measurement time went "
+                       "(import, build, warm-up, FLOPs, windows), from records files",
+                       description=analysis.combination_time.__doc__)
+    p.add_argument("records", nargs="+", help="JSON-lines records files")
+    p.set_defaults(func=cmd_combination_time)
+
+    p = sub.add_parser("framework-ratio", help="OTHER's training throughput / BASELINE's per "
+                       "model and precision, from records files",
+                       description=analysis.framework_ratio.__doc__ + " The newest record of a "
+                       "combination counts; a name alone is the framework's default mode.")
+    p.add_argument("baseline", help="framework[:mode], e.g. torch or torch:compile")
+    p.add_argument("other", help="framework[:mode], e.g. keras-torch")
+    p.add_argument("records", nargs="+", help="JSON-lines records files")
+    p.set_defaults(func=cmd_framework_ratio)
+
+    p = sub.add_parser("internal-memory", help="MXNet's internal-memory figures of a records "
+                       "file as a Markdown table", description=analysis.internal_memory.__doc__)
+    p.add_argument("records", help="a JSON-lines records file (an MXNet sweep)")
+    p.set_defaults(func=cmd_internal_memory)
+    return parser
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except InvalidRequest as error:
-        print(f"fwkernels: error: {error}", file=sys.stderr)
+    except (InvalidRequest, ResultsError, record.RecordError) as error:
+        print(f"fwkernels {args.command}: error: {error}", file=sys.stderr)
         return EXIT_INVALID
 
 

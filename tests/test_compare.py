@@ -6,8 +6,8 @@ import os
 import pytest
 
 from fwkernels.cli import main
-from fwkernels.compare import Comparison, compare, resolve
-from fwkernels.results import THROUGHPUT, Value, benchmark_units, load_runs
+from fwkernels.report.compare import Comparison, compare, resolve
+from fwkernels.report.results import THROUGHPUT, Value, benchmark_units, load_runs
 
 RESULTS = os.path.join(os.path.dirname(__file__), "data", "results")
 OLD, NEW = "torch2.13.0", "torch2.14.1"

@@ -10,13 +10,14 @@ import sys
 
 import pytest
 
-from fwkernels import published
 from fwkernels.cli import main
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import MODELS, PYTORCH_TABLE1
-from fwkernels.report import (build_report, render_report_markdown,
-                              render_report_text, table1)
-from fwkernels.results import THROUGHPUT, load_json, load_runs
+from fwkernels.record import Record
+from fwkernels.report import published
+from fwkernels.report.render import render_report_markdown, render_report_text
+from fwkernels.report.results import THROUGHPUT, load_json, load_runs
+from fwkernels.report.tables import build_report, table1
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 RESULTS = os.path.join(DATA, "results")
@@ -60,7 +61,7 @@ def test_throughput_is_the_mean_and_std_of_the_recorded_windows(runs):
 
 
 def test_spread_table_counts_the_figures_within_one_percent(runs):
-    from fwkernels.report import spread_table
+    from fwkernels.report.tables import spread_table
 
     report = build_report(runs, MACHINE)
     rows = {(r[0].text, r[1].text): r for r in spread_table(report).rows}
@@ -196,16 +197,16 @@ def test_cli_errors_name_the_valid_choices(tmp_path, capsys):
 def test_fraction_of_peak_on_a_gpu_record():
     """The fraction-of-peak arithmetic on a record of the GPU format (device cuda, device_name
     as torch reports it). The figures are arbitrary inputs of the formula, not results."""
-    from fwkernels.report import tflops_table
-    from fwkernels.results import Run, Value
+    from fwkernels.report.results import Run, Value
+    from fwkernels.report.tables import tflops_table
 
     run = Run(machine="gpu", commit="0" * 40, env="env", date=1, requirements={})
     key = (THROUGHPUT, "torch", "resnet50", "bf16")
     run.attempted[key] = True
     run.values[key] = Value(1000.0, 10.0, (990.0, 1000.0, 1010.0))
-    run.records.append({"framework": "torch", "mode": "eager", "model": "resnet50",
+    run.records.append(Record({"framework": "torch", "mode": "eager", "model": "resnet50",
                         "precision": "bf16", "device": "cuda", "device_name": "NVIDIA H200",
-                        "framework_version": "2.11.0", "status": "ok", "achieved_tflops": 77.5})
+                        "framework_version": "2.11.0", "status": "ok", "achieved_tflops": 77.5}))
     report = build_report([run], "gpu")
     assert report.device == "NVIDIA H200"
     table = tflops_table(report, "bf16")
@@ -233,8 +234,7 @@ def test_widen_grids_makes_benchmarks_json_cover_every_result_file(tmp_path):
 
 
 def test_a_suite_run_in_slices_reports_its_commits_together():
-    from fwkernels.report import build_report
-    from fwkernels.results import THROUGHPUT, ResultsError, Run, Value, select
+    from fwkernels.report.results import ResultsError, Run, Value, select
 
     def run(commit, date, framework, model="ncf"):
         r = Run(machine="gpu", commit=commit * 40, env=framework + model, date=date,
@@ -259,15 +259,15 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
 
 
 def test_combination_time_splits_each_measurement(tmp_path):
-    record = dict(status="ok", framework="jax", measure_s=40.0, import_s=2.0, build_s=6.0,
+    record = dict(status="ok", framework="jax", mode="jit", model="ncf", precision="fp32",
+                  measure_s=40.0, import_s=2.0, build_s=6.0,
                   warmup_s=10.0, forward_backward_warmup_s=4.0, forward_warmup_s=3.0,
                   flops_s=1.0, windows=5, steps_per_window=10, step_time_s=0.05)
     path = tmp_path / "records.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in
                               [record, dict(record, status="oom"), dict(record, measure_s=50.0)]))
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "combination_time.py")
-    out = subprocess.run([sys.executable, script, str(path)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run([sys.executable, "-m", "fwkernels", "combination-time", str(path)],
+                         capture_output=True, text=True, check=True).stdout
     # two ok records: 90 s in all; warm-up 17 s and training windows 2.5 s each; rest 90 - 2 x 28.5
     assert out.splitlines()[-1] == "| jax | 2 | 90 | 4 | 12 | 34 | 2 | 5 | 33 |"
 
@@ -285,13 +285,13 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
                record("keras-torch", "eager", 50.0, "2026-02-01", model="ncf")]
     path = tmp_path / "records.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records))
-    script = os.path.join(os.path.dirname(__file__), "..", "scripts", "framework_ratio.py")
-    out = subprocess.run([sys.executable, script, "torch", "keras-torch", str(path)],
+    script = [sys.executable, "-m", "fwkernels", "framework-ratio"]
+    out = subprocess.run([*script, "torch", "keras-torch", str(path)],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == "| keras-torch / torch | fp32 | tf32 | bf16 |"
     # 80 / 200: torch is eager (not the newer compile record), the failed Keras run left out
     assert "| resnet50 | - | - | 0.40 |" in out
     assert "| ncf | - | - | - |" in out
-    wrong = subprocess.run([sys.executable, script, "torch:jit", "keras-torch", str(path)],
+    wrong = subprocess.run([*script, "torch:jit", "keras-torch", str(path)],
                            capture_output=True, text=True)
     assert wrong.returncode != 0 and "valid modes: eager, channels_last" in wrong.stderr

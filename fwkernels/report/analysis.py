@@ -1,24 +1,26 @@
-"""Where a measurement's wall time goes, per framework, from records that carry ``measure_s``.
+"""Tables from records files (no asv results needed): where a measurement's time went, one
+framework's throughput against another's, MXNet's internal-memory figures.
 
-    python scripts/combination_time.py RECORDS.jsonl [RECORDS.jsonl ...]
-
-Prints a Markdown table: per framework the number of combinations and the seconds spent, summed
-over them, in the whole measurement (``measure_s``, worker processes included), the framework
-import, the build (model, optimizer state, batch), the compilation/warm-up of the three phases,
-the FLOP count, the training phase's timing windows, and the rest (the forward-backward and
-forward windows, interpreter start, device initialisation).
+    fwkernels combination-time RECORDS.jsonl ...
+    fwkernels framework-ratio BASELINE OTHER RECORDS.jsonl ...
+    fwkernels internal-memory RECORDS.jsonl
 """
 from __future__ import annotations
 
-import json
-import sys
 from collections import defaultdict
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, Optional, Sequence, Tuple
+
+from fwkernels.frameworks.base import PRECISIONS
+from fwkernels.models import MODELS
+from fwkernels.record import Record
+from fwkernels.request import parse_target
 
 PARTS = ("import", "build", "warm-up", "FLOPs", "training windows", "rest")
 
 
-def parts(record: Dict) -> Dict[str, float]:
+def time_parts(record: Record) -> Dict[str, float]:
+    """Seconds of one finished measurement by part; "rest" is the forward-backward and forward
+    windows, interpreter start and device initialisation."""
     known = {
         "import": record["import_s"],
         "build": record["build_s"],
@@ -30,15 +32,17 @@ def parts(record: Dict) -> Dict[str, float]:
     return {**known, "rest": record["measure_s"] - sum(known.values())}
 
 
-def table(records: Iterable[Dict]) -> str:
+def combination_time(records: Iterable[Record]) -> str:
+    """Per framework: combinations and seconds spent, summed over its finished records that
+    carry ``measure_s``, in all and by part (Markdown)."""
     totals: Dict[str, Dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for r in records:
-        if r.get("status") != "ok" or "measure_s" not in r:
+        if not r.ok or "measure_s" not in r:
             continue
-        total = totals[r["framework"]]
+        total = totals[r.framework]
         total["combinations"] += 1
         total["measure"] += r["measure_s"]
-        for name, seconds in parts(r).items():
+        for name, seconds in time_parts(r).items():
             total[name] += seconds
     lines = ["| framework | combinations | measurement s | " + " | ".join(f"{p} s" for p in PARTS)
              + " |", "|---|---:|---:|" + "---:|" * len(PARTS)]
@@ -48,14 +52,51 @@ def table(records: Iterable[Dict]) -> str:
     return "\n".join(lines)
 
 
-def main(paths: List[str]) -> int:
-    records = []
-    for path in paths:
-        with open(path) as f:
-            records += [json.loads(line) for line in f if line.strip()]
-    print(table(records))
-    return 0
+def newest_rates(records: Iterable[Record], target: str) -> Dict[Tuple[str, str], float]:
+    """(model, precision) -> training throughput of the newest finished record of a target
+    (``torch``, ``torch:compile``); unknown names fail with the valid ones."""
+    wanted = parse_target(target)
+    newest: Dict[Tuple[str, str], Record] = {}
+    for r in records:
+        if (r.framework, r.mode) == wanted and r.ok:
+            key = (r.model, r.precision)
+            if key not in newest or r.timestamp > newest[key].timestamp:
+                newest[key] = r
+    return {key: r.samples_per_s for key, r in newest.items()}
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def framework_ratio(records: Sequence[Record], baseline: str, other: str) -> str:
+    """OTHER / BASELINE training throughput per model and precision (Markdown); ``-`` where
+    either has no finished record."""
+    base, comp = newest_rates(records, baseline), newest_rates(records, other)
+
+    def cell(model: str, precision: str) -> str:
+        a: Optional[float] = base.get((model, precision))
+        b: Optional[float] = comp.get((model, precision))
+        return f"{b / a:.2f}" if a and b else "-"
+
+    lines = [f"| {other} / {baseline} | " + " | ".join(PRECISIONS) + " |",
+             "|---|" + "---:|" * len(PRECISIONS)]
+    for model in MODELS:
+        lines.append(f"| {model} | " + " | ".join(cell(model, p) for p in PRECISIONS) + " |")
+    return "\n".join(lines)
+
+
+def _mib(value: object) -> str:
+    return f"{value / 2**20:,.1f}" if isinstance(value, (int, float)) else "–"
+
+
+def internal_memory(records: Iterable[Record], command: str) -> str:
+    """MXNet's internal-memory figures (docs/mxnet.md) beside the common process figures of the
+    same finished records (Markdown)."""
+    lines = [f"Generated by `{command}`.", "",
+             "| model | mode | precision | batch | internal MiB fwd+bwd | internal MiB fwd "
+             "| process peak MiB train / fwd |", "|---|---|---|---|---|---|---|"]
+    for r in records:
+        if not r.ok:
+            continue
+        lines.append(f"| {r.model} | {r.mode} | {r.precision} | {r.batch} "
+                     f"| {_mib(r.get('internal_memory_forward_backward_bytes'))} "
+                     f"| {_mib(r.get('internal_memory_forward_bytes'))} "
+                     f"| {_mib(r.peak_memory_bytes)} / {_mib(r.forward_peak_memory_bytes)} |")
+    return "\n".join(lines) + "\n"

@@ -11,8 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from fwkernels.frameworks import FRAMEWORKS  # noqa: E402
 from fwkernels.models import MODELS  # noqa: E402
-from fwkernels.report import Report, Row  # noqa: E402
-from fwkernels.results import commits_by_date  # noqa: E402
+from fwkernels.report.model import Report, Row  # noqa: E402
+from fwkernels.report.results import commits_by_date  # noqa: E402
+from fwkernels.request import split_target  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
                      "axes.spines.right": False})
@@ -116,7 +117,7 @@ def history(report: Report, benchmark: str, precision: str, models: List[str]) -
                 value = run.values.get((benchmark, target, m, precision))
                 if value is None:
                     continue
-                version = run.framework_versions().get(target.split(":")[0], run.env)
+                version = run.framework_versions().get(split_target(target)[0], run.env)
                 series.setdefault((target, version), []).append(
                     (commits.index(run.commit), value.mean, value.std or 0.0))
         if series:
@@ -127,7 +128,7 @@ def history(report: Report, benchmark: str, precision: str, models: List[str]) -
     for ax, (m, series) in zip(axes, panels):
         for (target, version), points in sorted(series.items()):
             points.sort()
-            framework = target.split(":")[0]
+            framework = split_target(target)[0]
             label = Row(framework, target, version, []).label
             ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points],
                         marker="o", capsize=3, label=label, color=color(framework),

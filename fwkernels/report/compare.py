@@ -17,18 +17,15 @@ unit as lower-is-better and cannot compare environments (asv #370, #1617).
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from fwkernels.results import (BENCHMARK_PREFIX, ResultsError, Run, Value, benchmark_units,
-                               commits_by_date, higher_is_better, load_runs, machines)
-from fwkernels.tables import Cell, Table, render_markdown, render_text
+from fwkernels.report.render import format_value
+from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
+                                      commits_by_date, higher_is_better, machines)
+from fwkernels.report.table import Cell, Table
 
-EXIT_REGRESSION = 1
-EXIT_INVALID = 2
 SELECTOR_KEYS = ("machine", "commit", "env")
 
 
@@ -100,6 +97,8 @@ def side_values(side: Side, with_env: bool, with_target: bool) -> Dict[PairKey, 
     out: Dict[PairKey, Value] = {}
     for run in side.runs:
         for (benchmark, target, model, precision), value in run.values.items():
+            # without the target: the mode as written ("" for a default mode), so that two
+            # frameworks' default modes pair with each other
             key: PairKey = (benchmark, target if with_target else target.partition(":")[2],
                             model, precision) + ((run.env,) if with_env else ())
             out[key] = value
@@ -170,8 +169,6 @@ def _guess_unit(benchmark: str) -> str:
 
 
 def _format(value: Optional[Value], unit: str) -> str:
-    from fwkernels.report import format_value
-
     if value is None:
         return "–"
     scale, suffix = {"seconds": (1e3, " ms"), "bytes": (2 ** -20, " MiB")}.get(unit, (1, ""))
@@ -203,47 +200,3 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float)
         f"--factor {factor:g}; figures without samples are judged by the factor alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
     return table
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    try:
-        if args.factor < 1:
-            raise ResultsError(f"--factor must be >= 1, got {args.factor}")
-        runs = load_runs(args.results, args.records)
-        a = resolve(args.a, runs, args.machine, args.commit)
-        b = resolve(args.b, runs, args.machine, args.commit)
-        units = benchmark_units(args.results)
-        results = [c for c in compare(a, b, units)
-                   if not args.benchmark or re.search(args.benchmark, c.key[0])]
-        if not any(c.a and c.b for c in results):
-            raise ResultsError(f"A and B have no benchmark in common:\n  A {a.describe()}\n"
-                               f"  B {b.describe()}")
-    except (ResultsError, re.error) as error:
-        print(f"fwkernels compare: error: {error}", file=sys.stderr)
-        return EXIT_INVALID
-    table = comparison_table(a, b, results, args.factor)
-    print(render_markdown(table) if args.format == "markdown" else render_text(table))
-    regressions = [c for c in results if c.verdict(args.factor) == "REGRESSION"]
-    if regressions:
-        print(f"{len(regressions)} regression(s) beyond factor {args.factor:g}: exit status "
-              f"{EXIT_REGRESSION}")
-        return EXIT_REGRESSION
-    return 0
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compare", help="two environments, machines or commits side by side",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("a", metavar="A", help="baseline selector")
-    p.add_argument("b", metavar="B", help="selector compared with A")
-    p.add_argument("--factor", type=float, default=1.1,
-                   help="exit 1 when B is worse than A by more than this factor (default 1.1)")
-    p.add_argument("--results", default="results", help="asv results directory")
-    p.add_argument("--records", help="records directory (default: records beside --results)")
-    p.add_argument("--machine", help="machine, when a selector does not name one")
-    p.add_argument("--commit", help="commit prefix, when a selector does not name one "
-                                    "(default: each side's latest)")
-    p.add_argument("--benchmark", help="regular expression on benchmark names "
-                                       "(e.g. samples_per_s)")
-    p.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
-    p.set_defaults(func=cmd_compare)

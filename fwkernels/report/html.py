@@ -16,11 +16,13 @@ from typing import List
 
 import jinja2
 
-from fwkernels import charts, site
+from fwkernels import site
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
-from fwkernels.report import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN, Report,
-                              header_lines)
-from fwkernels.results import THROUGHPUT
+from fwkernels.report import charts
+from fwkernels.report.model import Report
+from fwkernels.report.render import header_lines
+from fwkernels.report.results import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
+                                      THROUGHPUT)
 
 REPORT_FOLDER = "fwkernels"
 TEMPLATES = os.path.join(os.path.dirname(site.__file__), "templates")

@@ -1,8 +1,8 @@
 """Read what the main job leaves behind: asv result files and fwkernels' measurement records.
 
     results/<machine>/<commit8>-<env>.json   asv: one value (and per-window samples) per benchmark
-    records/<machine>/<commit8>-<env>.jsonl  fwkernels.suite: every measurement's full record,
-                                             failures and N/A reasons included
+    records/<machine>/<commit8>-<env>.jsonl  fwkernels.suite: every measurement's full record
+                                             (fwkernels.record), failures and N/A included
 
 A ``Run`` is one such pair: one machine, one commit, one environment.  asv writes bare
 NaN / Infinity into its JSON; ``load_json`` accepts them.
@@ -17,8 +17,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from fwkernels import record
+from fwkernels.record import Record
+from fwkernels.request import split_target
+
 BENCHMARK_PREFIX = "training.Training."
 THROUGHPUT = BENCHMARK_PREFIX + "track_samples_per_s"
+FORWARD_BACKWARD = BENCHMARK_PREFIX + "track_forward_backward_time"
+PEAK_MEMORY_TRAIN = BENCHMARK_PREFIX + "track_peak_memory_train"
+PEAK_MEMORY_FORWARD = BENCHMARK_PREFIX + "track_peak_memory_forward"
 
 # asv's unit of each benchmark, and whether a larger value is better.
 HIGHER_IS_BETTER_UNITS = ("samples/s",)
@@ -72,14 +79,14 @@ class Run:
     requirements: Dict[str, str]
     values: Dict[Key, Value] = field(default_factory=dict)
     attempted: Dict[Key, bool] = field(default_factory=dict)  # asv listed it (value or not)
-    records: List[Dict[str, Any]] = field(default_factory=list)
+    records: List[Record] = field(default_factory=list)
     path: str = ""
 
     @property
     def short_commit(self) -> str:
         return self.commit[:8]
 
-    def record(self, target: str, model: str, precision: str) -> Optional[Dict[str, Any]]:
+    def record(self, target: str, model: str, precision: str) -> Optional[Record]:
         """The last record of one combination in this run, or None."""
         wanted = (*split_target(target), model, precision)
         matches = [r for r in self.records
@@ -93,15 +100,6 @@ class Run:
         """Framework name -> version, from the records (what the framework itself reported)."""
         return {r["framework"]: r["framework_version"] for r in self.records
                 if r.get("framework_version")}
-
-
-def split_target(target: str) -> Tuple[str, str]:
-    """asv's framework parameter -> (framework, mode): "torch" is torch in its default mode."""
-    from fwkernels.frameworks import FRAMEWORKS
-
-    framework, _, mode = target.partition(":")
-    info = FRAMEWORKS.get(framework)
-    return framework, mode or (info.default_mode if info else "")
 
 
 def read_result_file(path: str) -> Run:
@@ -130,18 +128,6 @@ def read_result_file(path: str) -> Run:
     return run
 
 
-def read_records(path: str) -> List[Dict[str, Any]]:
-    if not os.path.exists(path):
-        return []
-    records = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                records.append(json.loads(line, parse_constant=lambda c: float(c.replace("Infinity", "inf"))))
-    return records
-
-
 def load_runs(results_dir: str, records_dir: Optional[str] = None) -> List[Run]:
     """Every run under results_dir, records attached (records_dir: default beside results_dir)."""
     if not os.path.isdir(results_dir):
@@ -154,7 +140,7 @@ def load_runs(results_dir: str, records_dir: Optional[str] = None) -> List[Run]:
             continue
         run = read_result_file(path)
         name = os.path.splitext(os.path.basename(path))[0]
-        run.records = read_records(os.path.join(records_dir, run.machine, name + ".jsonl"))
+        run.records = record.read(os.path.join(records_dir, run.machine, name + ".jsonl"))
         add_window_spread(run)
         runs.append(run)
     return runs
@@ -170,9 +156,9 @@ def add_window_spread(run: Run) -> None:
     throughput cv), which asv does not keep for a scalar result."""
     for key, value in list(run.values.items()):
         cv_field = WINDOW_CV.get(key[0])
-        record = run.record(*key[1:]) if cv_field and value.std is None else None
-        if record and record.get(cv_field) is not None:
-            run.values[key] = Value(value.mean, value.mean * record[cv_field])
+        found = run.record(*key[1:]) if cv_field and value.std is None else None
+        if found and found.get(cv_field) is not None:
+            run.values[key] = Value(value.mean, value.mean * found[cv_field])
 
 
 def benchmark_units(results_dir: str) -> Dict[str, str]:

@@ -7,6 +7,7 @@ registry (scripts/vendor_site_assets.sh), ship in ``vendor/`` beside this file;
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -47,6 +48,16 @@ REPORT_NAV_ID = "nav-li-fwkernels-report"
 
 class SiteError(RuntimeError):
     """asv's index.html loads something this module does not know how to ship."""
+
+
+def default_html_dir() -> str:
+    """asv's html_dir from asv.conf.json in the current directory, else .asv/html."""
+    try:
+        with open("asv.conf.json") as f:
+            text = "\n".join(line for line in f if not line.lstrip().startswith("//"))
+        return json.loads(text).get("html_dir", ".asv/html")
+    except (OSError, ValueError):
+        return ".asv/html"
 
 
 def is_asv_site(html_dir: str) -> bool:

@@ -1,0 +1,402 @@
+"""The report's tables: Table 1 of the PyTorch paper, the spread, the MXNet paper's
+forward-backward time and memory, achieved TFLOP/s and the derived epoch time, and the
+published figures as ratios beside ours."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from fwkernels.frameworks import FRAMEWORKS
+from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
+from fwkernels.report import published
+from fwkernels.report.model import Outcome, Report, Row, select_report
+from fwkernels.report.render import format_value
+from fwkernels.report.results import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
+                                      THROUGHPUT, Run)
+from fwkernels.report.table import Cell, Table
+
+MIB = 2 ** 20
+
+
+def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
+                 asv_links: bool = False) -> Report:
+    """The report of one machine at one commit with its sections; asv_links: cells link to
+    asv's graphs (the report's pages live one folder below asv's published index.html)."""
+    report = select_report(runs, machine, commit, asv_links)
+    precisions = report.precisions
+    for precision in precisions:
+        report.sections.append((f"Training throughput ({precision})",
+                                [table1(report, precision)]))
+    report.sections.append(("Spread", [spread_table(report)]))
+    report.sections.append(("MXNet paper: convnet-benchmarks time and memory",
+                            [forward_backward_table(report, p) for p in precisions]
+                            + [memory_table(report, p) for p in precisions]))
+    report.sections.append(("Achieved TFLOP/s and derived epoch time",
+                            [tflops_table(report, p) for p in precisions]
+                            + [epoch_table(report, p) for p in precisions]))
+    report.sections.append(("Published figures beside ours (ratios)",
+                            [table1_ratios(report), convnet_ratios(report)]
+                            + ([modern_ratios(report)] if "tf32" in precisions else [])))
+    return report
+
+
+
+def _outcome_cell(table: Table, row: Row, outcome: Outcome, model: str) -> Cell:
+    note = table.footnote(f"{row.label} × {MODELS[model].title}: {outcome.reason}") \
+        if outcome.status not in ("not installed", "not run") else None
+    return Cell(outcome.short, note=note, muted=True)
+
+
+def table1(report: Report, precision: str) -> Table:
+    """Table 1 of the PyTorch paper: training throughput, rows = frameworks, fastest marked."""
+    models = list(PYTORCH_TABLE1)
+    units = ", ".join(f"{MODELS[m].title} {MODELS[m].unit}/s" for m in models)
+    table = Table(
+        title=f"Table 1: training throughput, {precision}, {report.machine}",
+        headers=["framework"] + [MODELS[m].title for m in models],
+        caption=f"Mean ± std over timing windows ({units}); {report.device}. "
+                f"Same layout as Table 1 of the PyTorch paper (arXiv:1912.01703).",
+        anchor=f"table1-{precision}")
+    outcomes = {(i, m): report.outcome(row, THROUGHPUT, m, precision)
+                for i, row in enumerate(report.rows) for m in models}
+    fastest = {m: max((o.value.mean for (_, mm), o in outcomes.items()
+                       if mm == m and o.value), default=None) for m in models}
+    for i, row in enumerate(report.rows):
+        cells = [Cell(row.label)]
+        for m in models:
+            o = outcomes[(i, m)]
+            if o.value:
+                cells.append(Cell(format_value(o.value.mean, o.value.std),
+                                  best=o.value.mean == fastest[m],
+                                  link=report.graph_link(THROUGHPUT, row.target, m, precision)))
+            else:
+                cells.append(_outcome_cell(table, row, o, m))
+        table.rows.append(cells)
+    table.summary = within_lines(report.rows, outcomes, fastest, models)
+    if not any(o.value for o in outcomes.values()):
+        table.summary.append("No throughput measured at this precision.")
+    return table
+
+
+SPREAD_TARGET = 0.01  # the coefficient of variation each throughput figure should stay within
+
+
+def spread_table(report: Report) -> Table:
+    """Per framework and precision: how many throughput figures stay within the spread target,
+    and which do not."""
+    table = Table(
+        title=f"Spread of the throughput figures, {report.machine}",
+        headers=["framework", "precision", "figures", f"CV ≤ {SPREAD_TARGET:.0%}", "above it (CV)"],
+        caption="Coefficient of variation (std / mean over the timing windows) of each training "
+                "throughput figure, all models.",
+        anchor="spread")
+    for row in report.rows:
+        for precision in report.precisions:
+            values = {m: o.value for m in MODELS
+                      if (o := report.outcome(row, THROUGHPUT, m, precision)).value}
+            if not values:
+                continue
+            above = {m: v.std / v.mean for m, v in values.items()
+                     if v.std is not None and v.std > SPREAD_TARGET * v.mean}
+            table.rows.append([
+                Cell(row.label), Cell(precision), Cell(str(len(values))),
+                Cell(str(len(values) - len(above))),
+                Cell(", ".join(f"{MODELS[m].title} {cv:.1%}" for m, cv in above.items()) or "–")])
+    return table
+
+
+def within_lines(rows: List[Row], outcomes: Dict[Tuple[int, str], Outcome],
+                 fastest: Dict[str, Optional[float]], models: List[str]) -> List[str]:
+    """Each measured row's distance from the fastest: the paper's "within 17%" statement."""
+    lines = []
+    for i, row in enumerate(rows):
+        measured = [(m, outcomes[(i, m)].value) for m in models if outcomes[(i, m)].value]
+        if not measured:
+            continue
+        distances = {m: published.distance_from_fastest(v.mean, fastest[m]) for m, v in measured}
+        worst = max(distances, key=distances.get)
+        scope = f"every model it ran ({len(measured)} of {len(models)})"
+        if distances[worst] <= 0:
+            lines.append(f"{row.label}: the fastest on {scope}.")
+        else:
+            lines.append(f"{row.label}: within {distances[worst]:.0f}% of the fastest on "
+                         f"{scope}; furthest behind on {MODELS[worst].title}.")
+    return lines
+
+
+def forward_backward_table(report: Report, precision: str) -> Table:
+    models = list(CONVNET_BENCHMARKS)
+    table = Table(
+        title=f"Forward-backward time per batch (ms), {precision}, {report.machine}",
+        headers=["framework"] + [f"{MODELS[m].title}" for m in models],
+        caption="One forward and backward pass, no update, mean over the timed steps (the "
+                "convnet-benchmarks figure the MXNet paper uses); batch per cell as measured.",
+        anchor=f"fwbw-{precision}")
+    _fill_min_table(report, table, FORWARD_BACKWARD, models, precision,
+                    lambda o: f"{1e3 * o.value.mean:,.1f} ms @{o.record.get('batch') if o.record else '?'}")
+    return table
+
+
+def memory_table(report: Report, precision: str) -> Table:
+    models = list(CONVNET_BENCHMARKS)
+    table = Table(
+        title=f"Peak memory, forward-only / training step (MiB), {precision}, {report.machine}",
+        headers=["framework"] + [MODELS[m].title for m in models],
+        caption="The MXNet paper's memory figure: forward-only (prediction) / training "
+                "(forward, backward and update). GPU: the framework allocator's peak, forward "
+                "read before training in one process; CPU: each phase in its own process, peak "
+                "RSS above the baseline after import (so it includes weights, inputs and the "
+                "allocator's slack).",
+        anchor=f"memory-{precision}")
+    for row in report.rows:
+        cells = [Cell(row.label)]
+        for m in models:
+            fwd = report.outcome(row, PEAK_MEMORY_FORWARD, m, precision)
+            train = report.outcome(row, PEAK_MEMORY_TRAIN, m, precision)
+            if fwd.value and train.value:
+                cells.append(Cell(f"{fwd.value.mean / MIB:,.0f} / {train.value.mean / MIB:,.0f}",
+                                  link=report.graph_link(PEAK_MEMORY_TRAIN, row.target, m, precision)))
+            else:
+                cells.append(_outcome_cell(table, row, train if not train.value else fwd, m))
+        table.rows.append(cells)
+    return table
+
+
+def _fill_min_table(report: Report, table: Table, benchmark: str, models: List[str],
+                    precision: str, text) -> None:
+    """Rows of one lower-is-better figure; the smallest of each column marked."""
+    outcomes = {(i, m): report.outcome(row, benchmark, m, precision)
+                for i, row in enumerate(report.rows) for m in models}
+    best = {m: min((o.value.mean for (_, mm), o in outcomes.items() if mm == m and o.value),
+                   default=None) for m in models}
+    for i, row in enumerate(report.rows):
+        cells = [Cell(row.label)]
+        for m in models:
+            o = outcomes[(i, m)]
+            if o.value:
+                cells.append(Cell(text(o), best=o.value.mean == best[m],
+                                  link=report.graph_link(benchmark, row.target, m, precision)))
+            else:
+                cells.append(_outcome_cell(table, row, o, m))
+        table.rows.append(cells)
+
+
+def tflops_table(report: Report, precision: str) -> Table:
+    models = list(MODELS)
+    peak_note = None
+    table = Table(
+        title=f"Achieved model TFLOP/s and fraction of peak, {precision}, {report.machine}",
+        headers=["framework"] + [MODELS[m].title for m in models],
+        caption="Model FLOPs of one training step (forward + backward, as counted by the "
+                "backend) / mean step time. Fraction of the device's measured dense-matmul "
+                "ceiling in parentheses.",
+        anchor=f"tflops-{precision}")
+    for row in report.rows:
+        cells = [Cell(row.label)]
+        for m in models:
+            o = report.outcome(row, THROUGHPUT, m, precision)
+            record = o.record or {}
+            if not o.value:
+                cells.append(_outcome_cell(table, row, o, m))
+            elif not record.get("achieved_tflops"):
+                why = record.get("flops_note") or "the backend does not count the FLOPs"
+                cells.append(Cell("FLOPs unknown", muted=True,
+                                  note=table.footnote(f"{row.label}, {MODELS[m].title}: {why}")))
+            else:
+                achieved = record["achieved_tflops"]
+                peak = published.device_peak(record.get("device_name"), precision) \
+                    if record.get("device") == "cuda" else None
+                text = f"{achieved:.3g}"
+                if peak:
+                    text += f" ({100 * achieved / peak.tflops:.1f}%)"
+                    peak_note = (f"Peak {precision}: {peak.tflops:g} TFLOP/s, {peak.source}.")
+                cells.append(Cell(text))
+        table.rows.append(cells)
+    if peak_note:
+        table.summary.append(peak_note)
+    elif report.device.startswith("CPU"):
+        table.summary.append("No fraction of peak: no peak figure is known for this CPU.")
+    else:
+        table.summary.append(f"No fraction of peak: no measured {precision} ceiling is known for "
+                             f"{report.device} (fwkernels/published.py DEVICE_PEAKS).")
+    return table
+
+
+def epoch_table(report: Report, precision: str) -> Table:
+    models = [m for m in MODELS if MODELS[m].unit == "images"]
+    table = Table(
+        title=f"Derived: one ILSVRC12 epoch (hours), {precision}, {report.machine}",
+        headers=["framework"] + [MODELS[m].title for m in models],
+        caption=f"DERIVED, not measured: {published.ILSVRC12_TRAIN_IMAGES:,} images / measured "
+                "synthetic-data throughput; excludes data loading and augmentation.",
+        anchor=f"epoch-{precision}")
+    for row in report.rows:
+        cells = [Cell(row.label)]
+        for m in models:
+            o = report.outcome(row, THROUGHPUT, m, precision)
+            if o.value:
+                hours = published.ILSVRC12_TRAIN_IMAGES / o.value.mean / 3600
+                cells.append(Cell(f"{hours:,.3g} h"))
+            else:
+                cells.append(_outcome_cell(table, row, o, m))
+        table.rows.append(cells)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Published figures as ratios
+
+
+def reference_row(report: Report, framework: str = "torch") -> Optional[Row]:
+    """The newest version of a framework in its default mode: the denominator of ratios."""
+    for row in report.rows:
+        if row.framework == framework and row.target == framework and row.run is not None:
+            return row
+    return None
+
+
+def _ratio_text(paper: Optional[float], ours: Optional[float]) -> str:
+    left = f"{paper:.2f}" if paper is not None else "–"
+    right = f"{ours:.2f}" if ours is not None else "–"
+    return f"{left} | {right}"
+
+
+def table1_ratios(report: Report) -> Table:
+    models = list(PYTORCH_TABLE1)
+    ref = reference_row(report)
+    table = Table(
+        title="Table 1 as ratios to PyTorch: paper | ours (fp32)",
+        headers=["framework"] + [MODELS[m].title for m in models],
+        caption=f"Throughput / PyTorch's throughput on the same machine. Paper: "
+                f"{published.PYTORCH_TABLE1_SOURCE}. Ours: {report.machine}, fp32, against "
+                f"{ref.label if ref else 'PyTorch (not measured)'}. – = not available.",
+        anchor="ratios-table1")
+    ours_by_framework = _best_ours(report, models, "fp32")
+    for framework in published.PYTORCH_TABLE1_FRAMEWORKS:
+        paper = published.PYTORCH_TABLE1[framework]
+        cells = [Cell(FRAMEWORKS[framework].title)]
+        for m in models:
+            paper_ratio = paper[m].mean / published.PYTORCH_TABLE1["torch"][m].mean \
+                if m in paper else None
+            ours = ours_by_framework.get((framework, m))
+            ref_value = ours_by_framework.get(("torch", m))
+            ours_ratio = ours / ref_value if ours and ref_value else None
+            cells.append(Cell(_ratio_text(paper_ratio, ours_ratio)))
+        table.rows.append(cells)
+    table.summary = table1_conclusions(report, models, ours_by_framework)
+    return table
+
+
+def _best_ours(report: Report, models: List[str], precision: str,
+               benchmark: str = THROUGHPUT) -> Dict[Tuple[str, str], float]:
+    """(framework, model) -> our figure from its newest version in its default mode."""
+    out: Dict[Tuple[str, str], float] = {}
+    for row in report.rows:
+        if row.target != row.framework or row.run is None:
+            continue
+        for m in models:
+            o = report.outcome(row, benchmark, m, precision)
+            if o.value and (row.framework, m) not in out:
+                out[(row.framework, m)] = o.value.mean
+    return out
+
+
+def table1_conclusions(report: Report, models: List[str],
+                       ours: Dict[Tuple[str, str], float]) -> List[str]:
+    """Which of the paper's statements still hold on this machine."""
+    lines = []
+    paper_distance = _paper_pytorch_distance(models)
+    contested = [m for m in models if ("torch", m) in ours
+                 and sum(1 for (f, mm) in ours if mm == m) >= 2]
+    ours_distance = [published.distance_from_fastest(
+        ours[("torch", m)], max(v for (f, mm), v in ours.items() if mm == m)) for m in contested]
+    claim = f"Paper: \"{published.PYTORCH_TABLE1_CLAIM}\" (computed from its table: {paper_distance:.0f}%)."
+    lines.append(claim)
+    if ours_distance:
+        worst = max(ours_distance)
+        holds = worst <= published.PYTORCH_TABLE1_CLAIM_PERCENT + 0.5
+        lines.append(f"Here: PyTorch is within {max(worst, 0):.0f}% of the fastest framework "
+                     f"on the {len(ours_distance)} of {len(models)} models where at least two "
+                     f"frameworks ran: the claim {'holds' if holds else 'does not hold'} here.")
+    else:
+        lines.append("Here: no model ran at fp32 in PyTorch and another framework, so the claim "
+                     "cannot be checked.")
+    for m in models:
+        paper_fastest = max(published.PYTORCH_TABLE1_FRAMEWORKS,
+                            key=lambda f: published.PYTORCH_TABLE1[f][m].mean
+                            if m in published.PYTORCH_TABLE1[f] else -1)
+        both = [f for f in published.PYTORCH_TABLE1_FRAMEWORKS
+                if m in published.PYTORCH_TABLE1[f] and (f, m) in ours]
+        if len(both) >= 2:
+            ours_fastest = max(both, key=lambda f: ours[(f, m)])
+            paper_among = max(both, key=lambda f: published.PYTORCH_TABLE1[f][m].mean)
+            verdict = "same" if ours_fastest == paper_among else "changed"
+            lines.append(f"{MODELS[m].title}: fastest of {', '.join(FRAMEWORKS[f].title for f in both)} "
+                         f"was {FRAMEWORKS[paper_among].title} in the paper, is "
+                         f"{FRAMEWORKS[ours_fastest].title} here ({verdict}).")
+        else:
+            lines.append(f"{MODELS[m].title}: paper's fastest {FRAMEWORKS[paper_fastest].title}; "
+                         f"fewer than two of the paper's frameworks measured here, no comparison.")
+    return lines
+
+
+def _paper_pytorch_distance(models: List[str]) -> float:
+    table = published.PYTORCH_TABLE1
+    return max(published.distance_from_fastest(
+        table["torch"][m].mean, max(table[f][m].mean for f in table if m in table[f]))
+        for m in models)
+
+
+def convnet_ratios(report: Report) -> Table:
+    """convnet-benchmarks forward-backward times as ratios to TensorFlow (its only framework
+    column that we also run; the table has no PyTorch column)."""
+    models = list(CONVNET_BENCHMARKS)
+    ours = _best_ours(report, models, "fp32", FORWARD_BACKWARD)
+    table = Table(
+        title="convnet-benchmarks forward-backward time as ratios to TensorFlow: paper | ours (fp32)",
+        headers=["library"] + [MODELS[m].title for m in models],
+        caption=f"Time per batch / TensorFlow's (lower is faster). Paper: "
+                f"{published.CONVNET_BENCHMARKS_SOURCE}. The table has no PyTorch column, so the "
+                f"denominator is TensorFlow. Ours: {report.machine}, fp32; batch sizes differ "
+                f"from the paper's on CPU (see the forward-backward table).",
+        anchor="ratios-convnet")
+    paper_tf = published.CONVNET_BENCHMARKS_MS["TensorFlow"]
+    for column, values in published.CONVNET_BENCHMARKS_MS.items():
+        framework = published.CONVNET_BENCHMARKS_FRAMEWORK.get(column)
+        cells = [Cell(column)]
+        for m in models:
+            paper_ratio = values[m] / paper_tf[m] if values.get(m) else None
+            mine = ours.get((framework, m)) if framework else None
+            ref = ours.get(("tensorflow", m))
+            cells.append(Cell(_ratio_text(paper_ratio, mine / ref if mine and ref else None)))
+        table.rows.append(cells)
+    for framework in FRAMEWORKS:
+        if framework in published.CONVNET_BENCHMARKS_FRAMEWORK.values():
+            continue
+        cells = [Cell(FRAMEWORKS[framework].title)]
+        for m in models:
+            mine, ref = ours.get((framework, m)), ours.get(("tensorflow", m))
+            cells.append(Cell(_ratio_text(None, mine / ref if mine and ref else None)))
+        if any(c.text != "– | –" for c in cells[1:]):
+            table.rows.append(cells)
+    table.summary = [f"MXNet paper: {published.MXNET_PAPER_CLAIMS[0]}"]
+    return table
+
+
+def modern_ratios(report: Report) -> Table:
+    ours = _best_ours(report, ["resnet50"], "tf32")
+    ours_bf16 = _best_ours(report, ["resnet50"], "bf16")
+    table = Table(
+        title="ResNet-50 on one A100 (DeepLearningExamples) as ratios to PyTorch: published | ours",
+        headers=["framework", "TF32 | ours tf32", "AMP | ours bf16"],
+        caption=f"{published.MODERN_ANCHORS_SOURCE}. Ours: {report.machine}, same batch for "
+                f"every framework; our bf16 is not their fp16 AMP.",
+        anchor="ratios-modern")
+    for framework in ("torch", "mxnet", "paddle"):
+        cells = [Cell(FRAMEWORKS[framework].title)]
+        for paper_key, mine in (("tf32", ours), ("amp", ours_bf16)):
+            paper = published.MODERN_RESNET50[paper_key]
+            value, ref = mine.get((framework, "resnet50")), mine.get(("torch", "resnet50"))
+            cells.append(Cell(_ratio_text(paper[framework] / paper["torch"],
+                                          value / ref if value and ref else None)))
+        table.rows.append(cells)
+    return table
