@@ -33,7 +33,8 @@ def core(session: nox.Session) -> None:
     session.install("-e", ".[test]", "numpy==1.23.5")
     session.run("python", "-c", "import fwkernels, numpy; assert numpy.__version__ == '1.23.5'")
     session.run("pytest", "-q", "tests/test_protocol.py", "tests/test_failures.py",
-                "tests/test_core.py", *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+                "tests/test_core.py", "tests/test_record.py", "tests/test_request.py",
+                "tests/test_imports.py", *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
 
 @nox.session(python=PYTHON)

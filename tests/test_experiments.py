@@ -1,0 +1,48 @@
+"""The experiments (experiments/README.md) still run: a small run of each, where its frameworks are."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fwkernels.frameworks import unavailable_reason
+
+EXPERIMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "experiments")
+TESTED = os.environ.get("FWKERNELS_TEST_FRAMEWORKS", "").split(",")
+
+
+def needs(*frameworks: str) -> None:
+    for name in frameworks:
+        if name not in TESTED or unavailable_reason(name):
+            pytest.skip(f"{name} is not tested in this environment")
+
+
+def experiment(name: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, name), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("name", ["torch", "jax"])
+def test_harness_overhead_puts_the_suite_beside_a_bare_loop(name):
+    needs(name)
+    out = experiment("harness_overhead.py", "--framework", name, "--models", "ncf",
+                     "--steps", "1", "--windows", "2")
+    [row] = [line for line in out.splitlines() if line.startswith("| ncf |")]
+    ratio = float(row.rstrip(" |").rsplit("|", 1)[-1])
+    assert ratio > 0
+
+
+def test_keras_overhead_measures_keras_beside_its_framework(tmp_path):
+    needs("keras-torch")
+    if unavailable_reason("torch"):
+        pytest.skip("torch is not installed here")
+    out = experiment("keras_overhead.py", "torch", "--models", "ncf", "--window-seconds", "0.2",
+                     "--jsonl", str(tmp_path / "records.jsonl"))
+    assert "| ncf |" in out
+    from fwkernels import record
+
+    assert [r.framework for r in record.read(str(tmp_path / "records.jsonl"))] == \
+        ["torch", "keras-torch"]
