@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from fwkernels.models import NCF_ITEMS, NCF_USERS, ModelSpec
 
@@ -56,14 +56,12 @@ class RunConfig:
         return self.model.samples_per_step(self.batch, self.small)
 
 
-Arrays = Tuple["np.ndarray", ...]
-
-
-def synthetic_batch(config: RunConfig, layout: str = "NCHW") -> Tuple[Arrays, "np.ndarray"]:
-    """Random inputs and labels for the model's task, as host arrays from one seeded generator:
-    images (float32, in ``layout``: "NCHW" or "NHWC") and class ids; source and target token
-    ids and per-token labels; user and item ids and 0/1 labels (float32).  Ids are int32; a
-    backend converts dtypes and places the arrays on its device."""
+def synthetic_batch(config: RunConfig, layout: str = "NCHW",
+                    convert: Optional[Callable[["np.ndarray"], Any]] = None) -> Tuple[tuple, Any]:
+    """Random inputs and labels for the model's task from one seeded generator: images (float32,
+    in ``layout``: "NCHW" or "NHWC") and class ids; source and target token ids and per-token
+    labels; user and item ids and 0/1 labels (float32).  Ids are int32 host arrays, each passed
+    through ``convert`` (the backend's tensor on its device) where one is given."""
     import numpy as np
 
     rng = np.random.default_rng(config.seed)
@@ -71,15 +69,22 @@ def synthetic_batch(config: RunConfig, layout: str = "NCHW") -> Tuple[Arrays, "n
     if spec.name == "ncf":
         inputs = (rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32),
                   rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32))
-        return inputs, rng.integers(0, 2, shapes["user"]).astype(np.float32)
-    if spec.unit == "tokens":
-        src, tgt, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
-                            for key in ("src", "tgt", "tgt"))
-        return (src, tgt), labels
-    batch, channels, height, width = shapes["image"]
-    shape = (batch, height, width, channels) if layout == "NHWC" else shapes["image"]
-    image = rng.standard_normal(shape, dtype=np.float32)
-    return (image,), rng.integers(0, spec.num_classes, batch, dtype=np.int32)
+        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
+    elif spec.unit == "tokens":
+        *inputs, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
+                           for key in ("src", "tgt", "tgt"))
+    else:
+        batch, channels, height, width = shapes["image"]
+        shape = (batch, height, width, channels) if layout == "NHWC" else shapes["image"]
+        inputs = (rng.standard_normal(shape, dtype=np.float32),)
+        labels = rng.integers(0, spec.num_classes, batch, dtype=np.int32)
+    convert = convert or (lambda array: array)
+    return tuple(convert(a) for a in inputs), convert(labels)
+
+
+def int64_ids(array: "np.ndarray") -> "np.ndarray":
+    """Integer arrays as int64, the index type of PyTorch's and Paddle's losses; floats as they are."""
+    return array if array.dtype.kind == "f" else array.astype("int64")
 
 
 def tf32_state(switches: Iterable[bool]) -> Union[bool, str]:

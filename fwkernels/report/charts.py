@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import io
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import matplotlib
 
@@ -43,23 +43,35 @@ def _grid(count: int, width: float = 3.4, height: float = 2.2):
     return figure, list(axes.flat)
 
 
+Entry = Tuple[Row, float, Optional[float]]
+
+
+def panels(report: Report, models: List[str],
+           entry: Callable[[Row, str], Optional[Entry]]) -> List[Tuple[str, List[Entry]]]:
+    """Per model with any, its (row, value, value) entries: ``entry`` gives None where a row has
+    no figure."""
+    out = []
+    for m in models:
+        entries = [e for row in report.rows if (e := entry(row, m)) is not None]
+        if entries:
+            out.append((m, entries))
+    return out
+
+
 def bars(report: Report, benchmark: str, precision: str, models: List[str], title: str,
          scale: float = 1.0, unit: Optional[str] = None) -> Optional[str]:
     """One panel per model: a horizontal bar per framework row, error bars = std over windows."""
-    panels = []
-    for m in models:
-        entries = []
-        for row in report.rows:
-            o = report.outcome(row, benchmark, m, precision)
-            if o.value:
-                std = o.value.std * scale if o.value.std is not None else None
-                entries.append((row, o.value.mean * scale, std))
-        if entries:
-            panels.append((m, entries))
-    if not panels:
+    def entry(row: Row, m: str) -> Optional[Entry]:
+        value = report.outcome(row, benchmark, m, precision).value
+        if not value:
+            return None
+        return row, value.mean * scale, value.std * scale if value.std is not None else None
+
+    shown = panels(report, models, entry)
+    if not shown:
         return None
-    figure, axes = _grid(len(panels))
-    for ax, (m, entries) in zip(axes, panels):
+    figure, axes = _grid(len(shown))
+    for ax, (m, entries) in zip(axes, shown):
         labels = [row.label for row, _, _ in entries]
         spreads = [s for _, _, s in entries]
         ax.barh(range(len(entries)), [v for _, v, _ in entries],
@@ -78,19 +90,15 @@ def bars(report: Report, benchmark: str, precision: str, models: List[str], titl
 def memory_bars(report: Report, forward: str, train: str, precision: str,
                 models: List[str]) -> Optional[str]:
     """Forward-only and training peak memory side by side, per model and framework."""
-    panels = []
-    for m in models:
-        entries = []
-        for row in report.rows:
-            f, t = (report.outcome(row, b, m, precision) for b in (forward, train))
-            if f.value and t.value:
-                entries.append((row, f.value.mean / 2 ** 20, t.value.mean / 2 ** 20))
-        if entries:
-            panels.append((m, entries))
-    if not panels:
+    def entry(row: Row, m: str) -> Optional[Entry]:
+        f, t = (report.outcome(row, b, m, precision).value for b in (forward, train))
+        return (row, f.mean / 2 ** 20, t.mean / 2 ** 20) if f and t else None
+
+    shown = panels(report, models, entry)
+    if not shown:
         return None
-    figure, axes = _grid(len(panels))
-    for ax, (m, entries) in zip(axes, panels):
+    figure, axes = _grid(len(shown))
+    for ax, (m, entries) in zip(axes, shown):
         positions = range(len(entries))
         ax.barh([p - 0.2 for p in positions], [f for _, f, _ in entries], height=0.4,
                 color="#9ecae1", label="forward-only")

@@ -3,7 +3,7 @@ forward-backward time and memory, achieved TFLOP/s and the derived epoch time, a
 published figures as ratios beside ours."""
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
@@ -38,6 +38,32 @@ def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
                             + ([modern_ratios(report)] if "tf32" in precisions else [])))
     return report
 
+FORWARD_BACKWARD_CAPTION = (
+    "One forward and backward pass, no update, mean over the timed steps (the convnet-benchmarks "
+    "figure the MXNet paper uses); batch per cell as measured.")
+
+MEMORY_CAPTION = (
+    "The MXNet paper's memory figure: forward-only (prediction) / training (forward, backward and "
+    "update). GPU: the framework allocator's peak, forward read before training in one process; "
+    "CPU: each phase in its own process, peak RSS above the baseline after import (so it "
+    "includes weights, inputs and the allocator's slack).")
+
+TFLOPS_CAPTION = (
+    "Model FLOPs of one training step (forward + backward, as counted by the backend) / mean step "
+    "time. Fraction of the device's measured dense-matmul ceiling in parentheses.")
+
+
+def model_table(models: List[str], title: str, caption: str, anchor: str) -> Table:
+    """A table with a column per model after the framework's."""
+    return Table(title=title, headers=["framework"] + [MODELS[m].title for m in models],
+                 caption=caption, anchor=anchor)
+
+
+def fill(table: Table, report: Report, models: List[str],
+         cell: Callable[[Row, str], Cell]) -> None:
+    """A row per framework row of the report: its label, then ``cell(row, model)`` per model."""
+    for row in report.rows:
+        table.rows.append([Cell(row.label)] + [cell(row, m) for m in models])
 
 
 def _outcome_cell(table: Table, row: Row, outcome: Outcome, model: str) -> Cell:
@@ -50,12 +76,10 @@ def table1(report: Report, precision: str) -> Table:
     """Table 1 of the PyTorch paper: training throughput, rows = frameworks, fastest marked."""
     models = list(PYTORCH_TABLE1)
     units = ", ".join(f"{MODELS[m].title} {MODELS[m].unit}/s" for m in models)
-    table = Table(
-        title=f"Table 1: training throughput, {precision}, {report.machine}",
-        headers=["framework"] + [MODELS[m].title for m in models],
-        caption=f"Mean ± std over timing windows ({units}); {report.device}. "
+    table = model_table(models, f"Table 1: training throughput, {precision}, {report.machine}",
+                        f"Mean ± std over timing windows ({units}); {report.device}. "
                 f"Same layout as Table 1 of the PyTorch paper (arXiv:1912.01703).",
-        anchor=f"table1-{precision}")
+                        f"table1-{precision}")
     outcomes = {(i, m): report.outcome(row, THROUGHPUT, m, precision)
                 for i, row in enumerate(report.rows) for m in models}
     fastest = {m: max((o.value.mean for (_, mm), o in outcomes.items()
@@ -125,12 +149,8 @@ def within_lines(rows: List[Row], outcomes: Dict[Tuple[int, str], Outcome],
 
 def forward_backward_table(report: Report, precision: str) -> Table:
     models = list(CONVNET_BENCHMARKS)
-    table = Table(
-        title=f"Forward-backward time per batch (ms), {precision}, {report.machine}",
-        headers=["framework"] + [f"{MODELS[m].title}" for m in models],
-        caption="One forward and backward pass, no update, mean over the timed steps (the "
-                "convnet-benchmarks figure the MXNet paper uses); batch per cell as measured.",
-        anchor=f"fwbw-{precision}")
+    title = f"Forward-backward time per batch (ms), {precision}, {report.machine}"
+    table = model_table(models, title, FORWARD_BACKWARD_CAPTION, f"fwbw-{precision}")
     _fill_min_table(report, table, FORWARD_BACKWARD, models, precision,
                     lambda o: f"{1e3 * o.value.mean:,.1f} ms @{o.record.get('batch') if o.record else '?'}")
     return table
@@ -138,79 +158,63 @@ def forward_backward_table(report: Report, precision: str) -> Table:
 
 def memory_table(report: Report, precision: str) -> Table:
     models = list(CONVNET_BENCHMARKS)
-    table = Table(
-        title=f"Peak memory, forward-only / training step (MiB), {precision}, {report.machine}",
-        headers=["framework"] + [MODELS[m].title for m in models],
-        caption="The MXNet paper's memory figure: forward-only (prediction) / training "
-                "(forward, backward and update). GPU: the framework allocator's peak, forward "
-                "read before training in one process; CPU: each phase in its own process, peak "
-                "RSS above the baseline after import (so it includes weights, inputs and the "
-                "allocator's slack).",
-        anchor=f"memory-{precision}")
-    for row in report.rows:
-        cells = [Cell(row.label)]
-        for m in models:
-            fwd = report.outcome(row, PEAK_MEMORY_FORWARD, m, precision)
-            train = report.outcome(row, PEAK_MEMORY_TRAIN, m, precision)
-            if fwd.value and train.value:
-                cells.append(Cell(f"{fwd.value.mean / MIB:,.0f} / {train.value.mean / MIB:,.0f}",
-                                  link=report.graph_link(PEAK_MEMORY_TRAIN, row.target, m, precision)))
-            else:
-                cells.append(_outcome_cell(table, row, train if not train.value else fwd, m))
-        table.rows.append(cells)
+    title = f"Peak memory, forward-only / training step (MiB), {precision}, {report.machine}"
+    table = model_table(models, title, MEMORY_CAPTION, f"memory-{precision}")
+
+    def cell(row: Row, m: str) -> Cell:
+        fwd = report.outcome(row, PEAK_MEMORY_FORWARD, m, precision)
+        train = report.outcome(row, PEAK_MEMORY_TRAIN, m, precision)
+        if fwd.value and train.value:
+            return Cell(f"{fwd.value.mean / MIB:,.0f} / {train.value.mean / MIB:,.0f}",
+                        link=report.graph_link(PEAK_MEMORY_TRAIN, row.target, m, precision))
+        return _outcome_cell(table, row, train if not train.value else fwd, m)
+
+    fill(table, report, models, cell)
     return table
 
 
 def _fill_min_table(report: Report, table: Table, benchmark: str, models: List[str],
                     precision: str, text) -> None:
     """Rows of one lower-is-better figure; the smallest of each column marked."""
-    outcomes = {(i, m): report.outcome(row, benchmark, m, precision)
-                for i, row in enumerate(report.rows) for m in models}
-    best = {m: min((o.value.mean for (_, mm), o in outcomes.items() if mm == m and o.value),
-                   default=None) for m in models}
-    for i, row in enumerate(report.rows):
-        cells = [Cell(row.label)]
-        for m in models:
-            o = outcomes[(i, m)]
-            if o.value:
-                cells.append(Cell(text(o), best=o.value.mean == best[m],
-                                  link=report.graph_link(benchmark, row.target, m, precision)))
-            else:
-                cells.append(_outcome_cell(table, row, o, m))
-        table.rows.append(cells)
+    best = {m: min((o.value.mean for row in report.rows
+                    if (o := report.outcome(row, benchmark, m, precision)).value), default=None)
+            for m in models}
+
+    def cell(row: Row, m: str) -> Cell:
+        o = report.outcome(row, benchmark, m, precision)
+        if not o.value:
+            return _outcome_cell(table, row, o, m)
+        return Cell(text(o), best=o.value.mean == best[m],
+                    link=report.graph_link(benchmark, row.target, m, precision))
+
+    fill(table, report, models, cell)
 
 
 def tflops_table(report: Report, precision: str) -> Table:
     models = list(MODELS)
-    peak_note = None
-    table = Table(
-        title=f"Achieved model TFLOP/s and fraction of peak, {precision}, {report.machine}",
-        headers=["framework"] + [MODELS[m].title for m in models],
-        caption="Model FLOPs of one training step (forward + backward, as counted by the "
-                "backend) / mean step time. Fraction of the device's measured dense-matmul "
-                "ceiling in parentheses.",
-        anchor=f"tflops-{precision}")
-    for row in report.rows:
-        cells = [Cell(row.label)]
-        for m in models:
-            o = report.outcome(row, THROUGHPUT, m, precision)
-            record = o.record or {}
-            if not o.value:
-                cells.append(_outcome_cell(table, row, o, m))
-            elif not record.get("achieved_tflops"):
-                why = record.get("flops_note") or "the backend does not count the FLOPs"
-                cells.append(Cell("FLOPs unknown", muted=True,
-                                  note=table.footnote(f"{row.label}, {MODELS[m].title}: {why}")))
-            else:
-                achieved = record["achieved_tflops"]
-                peak = published.device_peak(record.get("device_name"), precision) \
-                    if record.get("device") == "cuda" else None
-                text = f"{achieved:.3g}"
-                if peak:
-                    text += f" ({100 * achieved / peak.tflops:.1f}%)"
-                    peak_note = (f"Peak {precision}: {peak.tflops:g} TFLOP/s, {peak.source}.")
-                cells.append(Cell(text))
-        table.rows.append(cells)
+    title = f"Achieved model TFLOP/s and fraction of peak, {precision}, {report.machine}"
+    table = model_table(models, title, TFLOPS_CAPTION, f"tflops-{precision}")
+    peak_notes: List[str] = []
+
+    def cell(row: Row, m: str) -> Cell:
+        o = report.outcome(row, THROUGHPUT, m, precision)
+        record = o.record or {}
+        if not o.value:
+            return _outcome_cell(table, row, o, m)
+        if not record.get("achieved_tflops"):
+            why = record.get("flops_note") or "the backend does not count the FLOPs"
+            return Cell("FLOPs unknown", muted=True,
+                        note=table.footnote(f"{row.label}, {MODELS[m].title}: {why}"))
+        achieved = record["achieved_tflops"]
+        peak = published.device_peak(record.get("device_name"), precision) \
+            if record.get("device") == "cuda" else None
+        if not peak:
+            return Cell(f"{achieved:.3g}")
+        peak_notes.append(f"Peak {precision}: {peak.tflops:g} TFLOP/s, {peak.source}.")
+        return Cell(f"{achieved:.3g} ({100 * achieved / peak.tflops:.1f}%)")
+
+    fill(table, report, models, cell)
+    peak_note = peak_notes[-1] if peak_notes else None
     if peak_note:
         table.summary.append(peak_note)
     elif report.device.startswith("CPU"):
@@ -223,22 +227,17 @@ def tflops_table(report: Report, precision: str) -> Table:
 
 def epoch_table(report: Report, precision: str) -> Table:
     models = [m for m in MODELS if MODELS[m].unit == "images"]
-    table = Table(
-        title=f"Derived: one ILSVRC12 epoch (hours), {precision}, {report.machine}",
-        headers=["framework"] + [MODELS[m].title for m in models],
-        caption=f"DERIVED, not measured: {published.ILSVRC12_TRAIN_IMAGES:,} images / measured "
+    table = model_table(models, f"Derived: one ILSVRC12 epoch (hours), {precision}, {report.machine}",
+                        f"DERIVED, not measured: {published.ILSVRC12_TRAIN_IMAGES:,} images / measured "
                 "synthetic-data throughput; excludes data loading and augmentation.",
-        anchor=f"epoch-{precision}")
-    for row in report.rows:
-        cells = [Cell(row.label)]
-        for m in models:
-            o = report.outcome(row, THROUGHPUT, m, precision)
-            if o.value:
-                hours = published.ILSVRC12_TRAIN_IMAGES / o.value.mean / 3600
-                cells.append(Cell(f"{hours:,.3g} h"))
-            else:
-                cells.append(_outcome_cell(table, row, o, m))
-        table.rows.append(cells)
+                        f"epoch-{precision}")
+    def cell(row: Row, m: str) -> Cell:
+        o = report.outcome(row, THROUGHPUT, m, precision)
+        if not o.value:
+            return _outcome_cell(table, row, o, m)
+        return Cell(f"{published.ILSVRC12_TRAIN_IMAGES / o.value.mean / 3600:,.3g} h")
+
+    fill(table, report, models, cell)
     return table
 
 
@@ -263,13 +262,11 @@ def _ratio_text(paper: Optional[float], ours: Optional[float]) -> str:
 def table1_ratios(report: Report) -> Table:
     models = list(PYTORCH_TABLE1)
     ref = reference_row(report)
-    table = Table(
-        title="Table 1 as ratios to PyTorch: paper | ours (fp32)",
-        headers=["framework"] + [MODELS[m].title for m in models],
-        caption=f"Throughput / PyTorch's throughput on the same machine. Paper: "
+    table = model_table(models, "Table 1 as ratios to PyTorch: paper | ours (fp32)",
+                        f"Throughput / PyTorch's throughput on the same machine. Paper: "
                 f"{published.PYTORCH_TABLE1_SOURCE}. Ours: {report.machine}, fp32, against "
                 f"{ref.label if ref else 'PyTorch (not measured)'}. – = not available.",
-        anchor="ratios-table1")
+                        "ratios-table1")
     ours_by_framework = _best_ours(report, models, "fp32")
     for framework in published.PYTORCH_TABLE1_FRAMEWORKS:
         paper = published.PYTORCH_TABLE1[framework]

@@ -254,7 +254,7 @@ def inception(x, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int):
 
 
 def googlenet(x):
-    """GoogLeNet v1 of convnet-benchmarks without its final ReLU (see torch/models.py GoogLeNetV1)."""
+    """GoogLeNet v1 of convnet-benchmarks without its final ReLU (see torch/models.py googlenet)."""
     x = max_pool(conv(x, 64, 7, 2, 3), 3, 2, 1)
     x = max_pool(conv(conv(x, 64, 1), 192, 3, 1, 1), 3, 2, 1)
     for block in GOOGLENET_BLOCKS:

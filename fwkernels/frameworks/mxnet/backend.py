@@ -64,13 +64,6 @@ CONCAT_IN_FLOAT32 = {"ncf"}
 AVX512_CORE = ("avx512f", "avx512bw", "avx512vl", "avx512dq")  # what oneDNN needs for bfloat16
 
 
-def synthetic_batch(config: RunConfig, ctx: mx.Context) -> Tuple[tuple, mx.nd.NDArray]:
-    """The shared synthetic batch on ``ctx``; ids are float32, as Gluon embeddings take them."""
-    inputs, labels = base.synthetic_batch(config)
-    return (tuple(mx.nd.array(x, ctx=ctx, dtype="float32") for x in inputs),
-            mx.nd.array(labels, ctx=ctx, dtype="float32"))
-
-
 def loss_function(spec: ModelSpec) -> Callable:
     """The torch backend's losses, written for both F = mx.nd and F = mx.sym; logits in float32."""
     def cross_entropy(F, logits, labels):
@@ -164,7 +157,9 @@ class MXNetWorkload(base.Workload):
         self.hybrid = config.mode != "imperative"
         mx.random.seed(config.seed, ctx="all")
         self.baseline_used = self._device_used()
-        self.inputs, self.labels = synthetic_batch(config, self.ctx)
+        # ids as float32, as Gluon embeddings take them
+        self.inputs, self.labels = base.synthetic_batch(
+            config, convert=lambda a: mx.nd.array(a, ctx=self.ctx, dtype="float32"))
         net = build_model(config.model.name)
         net.initialize(ReferenceInit(config.model.name), ctx=self.ctx)
         if config.precision == "bf16":

@@ -13,8 +13,8 @@ from fwkernels.frameworks.mxnet.runtime import mx  # first: MXNet's settings fix
 
 from mxnet.gluon import HybridBlock, nn, rnn  # noqa: E402
 
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS,  # noqa: E402
-                              NCF_ITEMS, NCF_USERS, VGG_19, VGG_A)
+from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB,  # noqa: E402
+                              NCF_ITEMS, NCF_USERS, VGG_19, InceptionBlock, realize, vgg_plan)
 
 
 def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:
@@ -44,37 +44,40 @@ def _sequential(*layers: HybridBlock) -> nn.HybridSequential:
     return seq
 
 
+def layers(plan: Sequence[object]) -> list:
+    """The blocks of a layer plan (fwkernels.models: Conv + ReLU, Pool, InceptionBlock)."""
+    return realize(plan, lambda c: [_conv_relu(c.cin, c.cout, c.kernel, c.stride, c.padding)],
+                   lambda p: nn.MaxPool2D(p.kernel, p.stride, p.padding), Inception)
+
+
+class Inception(HybridBlock):
+    def __init__(self, block: InceptionBlock) -> None:
+        super().__init__()
+        with self.name_scope():
+            self.branches = [_sequential(*layers(b)) for b in block.branches]
+            for i, branch in enumerate(self.branches):
+                self.register_child(branch, f"branch{i}")
+
+    def hybrid_forward(self, F, x):
+        return F.concat(*[branch(x) for branch in self.branches], dim=1)
+
+
 # ---- torchvision models (with their dropout) ----
 
 def alexnet() -> nn.HybridSequential:
     """torchvision AlexNet: features, adaptive average pool to 6x6, classifier with dropout."""
     return _sequential(
-        _conv_relu(3, 64, 11, 4, 2), nn.MaxPool2D(3, 2),
-        _conv_relu(64, 192, 5, 1, 2), nn.MaxPool2D(3, 2),
-        _conv_relu(192, 384, 3, 1, 1), _conv_relu(384, 256, 3, 1, 1),
-        _conv_relu(256, 256, 3, 1, 1), nn.MaxPool2D(3, 2),
-        AdaptiveAvgPool2D(6),
+        *layers(ALEXNET_FEATURES), AdaptiveAvgPool2D(6),
         nn.Dropout(0.5), _dense(256 * 6 * 6, 4096, relu=True),
         nn.Dropout(0.5), _dense(4096, 4096, relu=True),
         _dense(4096, 1000),
     )
 
 
-def _vgg_features(config: Sequence) -> list:
-    layers, channels = [], 3
-    for v in config:
-        if v == "M":
-            layers.append(nn.MaxPool2D(2, 2))
-        else:
-            layers.append(_conv_relu(channels, int(v), 3, 1, 1))
-            channels = int(v)
-    return layers
-
-
 def vgg19() -> nn.HybridSequential:
     """torchvision vgg19 (no batch norm): adaptive average pool to 7x7, dropout after each hidden layer."""
     return _sequential(
-        *_vgg_features(VGG_19), AdaptiveAvgPool2D(7),
+        *layers(vgg_plan(VGG_19)), AdaptiveAvgPool2D(7),
         _dense(512 * 7 * 7, 4096, relu=True), nn.Dropout(0.5),
         _dense(4096, 4096, relu=True), nn.Dropout(0.5),
         _dense(4096, 1000),
@@ -155,61 +158,13 @@ def mobilenet_v2() -> nn.HybridSequential:
     return _sequential(*layers)
 
 
-# ---- convnet-benchmarks (no dropout, as benchmarked there) ----
-
-def alexnet_owt() -> nn.HybridSequential:
-    return _sequential(
-        _conv_relu(3, 64, 11, 4, 2), nn.MaxPool2D(3, 2),
-        _conv_relu(64, 192, 5, 1, 2), nn.MaxPool2D(3, 2),
-        _conv_relu(192, 384, 3, 1, 1), _conv_relu(384, 256, 3, 1, 1),
-        _conv_relu(256, 256, 3, 1, 1), nn.MaxPool2D(3, 2),
-        _dense(256 * 6 * 6, 4096, relu=True), _dense(4096, 4096, relu=True), _dense(4096, 1000),
-    )
-
-
-def overfeat() -> nn.HybridSequential:
-    return _sequential(
-        _conv_relu(3, 96, 11, 4), nn.MaxPool2D(2, 2),
-        _conv_relu(96, 256, 5), nn.MaxPool2D(2, 2),
-        _conv_relu(256, 512, 3, 1, 1), _conv_relu(512, 1024, 3, 1, 1),
-        _conv_relu(1024, 1024, 3, 1, 1), nn.MaxPool2D(2, 2),
-        _dense(1024 * 6 * 6, 3072, relu=True), _dense(3072, 4096, relu=True), _dense(4096, 1000),
-    )
-
-
-def vgg_a() -> nn.HybridSequential:
-    return _sequential(*_vgg_features(VGG_A), _dense(512 * 7 * 7, 4096, relu=True),
-                       _dense(4096, 4096, relu=True), _dense(4096, 1000))
-
-
-class Inception(HybridBlock):
-    def __init__(self, cin: int, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int) -> None:
-        super().__init__()
-        with self.name_scope():
-            self.branch1 = _conv_relu(cin, c1, 1)
-            self.branch3 = _sequential(_conv_relu(cin, c3[0], 1), _conv_relu(c3[0], c3[1], 3, 1, 1))
-            self.branch5 = _sequential(_conv_relu(cin, c5[0], 1), _conv_relu(c5[0], c5[1], 5, 1, 2))
-            self.branch_pool = _sequential(nn.MaxPool2D(3, 1, 1), _conv_relu(cin, cp, 1))
-        self.out_channels = c1 + c3[1] + c5[1] + cp
-
-    def hybrid_forward(self, F, x):
-        return F.concat(self.branch1(x), self.branch3(x), self.branch5(x), self.branch_pool(x),
-                        dim=1)
-
-
-def googlenet() -> nn.HybridSequential:
-    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch/models.py)."""
-    layers = [_conv_relu(3, 64, 7, 2, 3), nn.MaxPool2D(3, 2, 1),
-              _conv_relu(64, 64, 1), _conv_relu(64, 192, 3, 1, 1), nn.MaxPool2D(3, 2, 1)]
-    channels = 192
-    for block in GOOGLENET_BLOCKS:
-        if block == "M":
-            layers.append(nn.MaxPool2D(3, 2, 1))
-        else:
-            inception = Inception(channels, *block)
-            layers.append(inception)
-            channels = inception.out_channels
-    return _sequential(*layers, nn.AvgPool2D(7, 1), _dense(channels, 1000))
+def convnet(name: str) -> nn.HybridSequential:
+    """A convnet-benchmarks model (``CONVNETS`` in fwkernels/models.py)."""
+    net = CONVNETS[name]
+    pool = [nn.AvgPool2D(net.average_pool, 1)] if net.average_pool else []
+    widths = [net.flat, *net.hidden]
+    hidden = [_dense(cin, cout, relu=True) for cin, cout in zip(widths, widths[1:])]
+    return _sequential(*layers(net.features), *pool, *hidden, _dense(widths[-1], 1000))
 
 
 # ---- NCF (NeuMF) ----
@@ -287,13 +242,12 @@ class GNMT(HybridBlock):
 
 BUILDERS: Dict[str, Callable[[], HybridBlock]] = {
     "alexnet": alexnet, "vgg19": vgg19, "resnet50": resnet50, "mobilenet_v2": mobilenet_v2,
-    "gnmt_v2": GNMT, "ncf": NCF, "alexnet_owt": alexnet_owt, "overfeat": overfeat,
-    "vgg_a": vgg_a, "googlenet": googlenet,
+    "gnmt_v2": GNMT, "ncf": NCF,
 }
 
 
 def build(name: str) -> HybridBlock:
-    return BUILDERS[name]()
+    return convnet(name) if name in CONVNETS else BUILDERS[name]()
 
 
 def trainable_params(block: HybridBlock) -> list:

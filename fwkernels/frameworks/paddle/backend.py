@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-import numpy as np
 import paddle
 import paddle.nn.functional as F
 
@@ -19,15 +18,6 @@ from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
 from fwkernels.frameworks.paddle import runtime
 from fwkernels.frameworks.paddle.models import build as build_layer
 from fwkernels.models import ModelSpec
-
-def synthetic_batch(config: RunConfig) -> Tuple[tuple, paddle.Tensor]:
-    """The shared synthetic batch on the current device; ids and class labels as int64."""
-    def tensor(array: np.ndarray) -> paddle.Tensor:
-        return paddle.to_tensor(array if array.dtype == np.float32 else array.astype(np.int64))
-
-    inputs, labels = base.synthetic_batch(config)
-    return tuple(tensor(a) for a in inputs), tensor(labels)
-
 
 def loss_function(spec: ModelSpec):
     if spec.loss == "binary_cross_entropy":
@@ -52,7 +42,8 @@ class PaddleWorkload(base.Workload):
         self.model = build_layer(config.model.name)
         self.model.train()
         self.params = sum(int(p.numel()) for p in trainable(self.model))
-        self.inputs, self.labels = synthetic_batch(config)
+        self.inputs, self.labels = base.synthetic_batch(
+            config, convert=lambda a: paddle.to_tensor(base.int64_ids(a)))
         loss_fn = loss_function(config.model)
 
         def compute_loss(inputs: tuple, labels: paddle.Tensor) -> paddle.Tensor:

@@ -19,8 +19,8 @@ from typing import List, Sequence
 import paddle
 from paddle import nn
 
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
-                              VGG_A)
+from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS,
+                              NCF_USERS, InceptionBlock, realize)
 
 VISION_MODELS = ("vgg19", "resnet50", "mobilenet_v2")
 
@@ -28,8 +28,9 @@ VISION_MODELS = ("vgg19", "resnet50", "mobilenet_v2")
 def build(name: str) -> nn.Layer:
     if name in VISION_MODELS:
         return getattr(paddle.vision.models, name)()
-    return {"alexnet": alexnet, "gnmt_v2": GNMT, "ncf": NCF, "alexnet_owt": alexnet_owt,
-            "overfeat": overfeat, "vgg_a": vgg_a, "googlenet": GoogLeNetV1}[name]()
+    if name in CONVNETS:
+        return convnet(name)
+    return {"alexnet": alexnet, "gnmt_v2": GNMT, "ncf": NCF}[name]()
 
 
 def _uniform(fan_in: int) -> paddle.ParamAttr:
@@ -53,99 +54,43 @@ def embedding(count: int, dim: int) -> nn.Embedding:
     return nn.Embedding(count, dim, weight_attr=paddle.ParamAttr(initializer=nn.initializer.Normal()))
 
 
-def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> List[nn.Layer]:
-    return [conv2d(cin, cout, kernel, stride, padding), nn.ReLU()]
+def layers(plan: Sequence[object]) -> List[nn.Layer]:
+    """The layers of a layer plan (fwkernels.models: Conv + ReLU, Pool, InceptionBlock)."""
+    return realize(plan, lambda c: [conv2d(c.cin, c.cout, c.kernel, c.stride, c.padding), nn.ReLU()],
+                   lambda p: nn.MaxPool2D(p.kernel, p.stride, p.padding), Inception)
+
+
+class Inception(nn.Layer):
+    def __init__(self, block: InceptionBlock) -> None:
+        super().__init__()
+        self.branches = nn.LayerList([nn.Sequential(*layers(b)) for b in block.branches])
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        return paddle.concat([branch(x) for branch in self.branches], axis=1)
 
 
 def _classifier(features: int, hidden: Sequence[int], classes: int = 1000,
                 dropout: float = 0.0) -> nn.Sequential:
-    layers: List[nn.Layer] = [nn.Flatten()]
+    modules: List[nn.Layer] = [nn.Flatten()]
     for width in hidden:
         if dropout:
-            layers.append(nn.Dropout(dropout))
-        layers += [linear(features, width), nn.ReLU()]
+            modules.append(nn.Dropout(dropout))
+        modules += [linear(features, width), nn.ReLU()]
         features = width
-    return nn.Sequential(*layers, linear(features, classes))
-
-
-def _alexnet_features() -> List[nn.Layer]:
-    return [
-        *_conv_relu(3, 64, 11, 4, 2), nn.MaxPool2D(3, 2),
-        *_conv_relu(64, 192, 5, 1, 2), nn.MaxPool2D(3, 2),
-        *_conv_relu(192, 384, 3, 1, 1), *_conv_relu(384, 256, 3, 1, 1),
-        *_conv_relu(256, 256, 3, 1, 1), nn.MaxPool2D(3, 2),
-    ]
+    return nn.Sequential(*modules, linear(features, classes))
 
 
 def alexnet() -> nn.Layer:
     """torchvision's AlexNet: adaptive 6x6 average pooling, dropout before both hidden layers."""
-    return nn.Sequential(*_alexnet_features(), nn.AdaptiveAvgPool2D((6, 6)),
+    return nn.Sequential(*layers(ALEXNET_FEATURES), nn.AdaptiveAvgPool2D((6, 6)),
                          _classifier(256 * 6 * 6, [4096, 4096], dropout=0.5))
 
 
-# ---- convnet-benchmarks (no dropout, as benchmarked there) ----
-
-def alexnet_owt() -> nn.Layer:
-    """AlexNet, one-tower variant of "One weird trick" (arXiv:1404.5997); input 224."""
-    return nn.Sequential(*_alexnet_features(), _classifier(256 * 6 * 6, [4096, 4096]))
-
-
-def overfeat() -> nn.Layer:
-    """Overfeat "fast" model; input 231."""
-    return nn.Sequential(
-        *_conv_relu(3, 96, 11, 4), nn.MaxPool2D(2, 2),
-        *_conv_relu(96, 256, 5), nn.MaxPool2D(2, 2),
-        *_conv_relu(256, 512, 3, 1, 1), *_conv_relu(512, 1024, 3, 1, 1),
-        *_conv_relu(1024, 1024, 3, 1, 1), nn.MaxPool2D(2, 2),
-        _classifier(1024 * 6 * 6, [3072, 4096]),
-    )
-
-
-def vgg_a() -> nn.Layer:
-    """VGG configuration A (11 weight layers), no batch norm; input 224."""
-    layers: List[nn.Layer] = []
-    channels = 3
-    for v in VGG_A:
-        if v == "M":
-            layers.append(nn.MaxPool2D(2, 2))
-        else:
-            layers += _conv_relu(channels, int(v), 3, 1, 1)
-            channels = int(v)
-    return nn.Sequential(*layers, _classifier(512 * 7 * 7, [4096, 4096]))
-
-
-class Inception(nn.Layer):
-    def __init__(self, cin: int, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int) -> None:
-        super().__init__()
-        self.branch1 = nn.Sequential(*_conv_relu(cin, c1, 1))
-        self.branch3 = nn.Sequential(*_conv_relu(cin, c3[0], 1), *_conv_relu(c3[0], c3[1], 3, 1, 1))
-        self.branch5 = nn.Sequential(*_conv_relu(cin, c5[0], 1), *_conv_relu(c5[0], c5[1], 5, 1, 2))
-        self.branch_pool = nn.Sequential(nn.MaxPool2D(3, 1, 1), *_conv_relu(cin, cp, 1))
-        self.out_channels = c1 + c3[1] + c5[1] + cp
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return paddle.concat([self.branch1(x), self.branch3(x), self.branch5(x),
-                              self.branch_pool(x)], axis=1)
-
-
-class GoogLeNetV1(nn.Sequential):
-    """GoogLeNet v1 as in convnet-benchmarks, without the final ReLU (see torch/models.py)."""
-
-    def __init__(self) -> None:
-        layers: List[nn.Layer] = [
-            *_conv_relu(3, 64, 7, 2, 3), nn.MaxPool2D(3, 2, 1),
-            *_conv_relu(64, 64, 1), *_conv_relu(64, 192, 3, 1, 1), nn.MaxPool2D(3, 2, 1),
-        ]
-        channels = 192
-        for block in GOOGLENET_BLOCKS:
-            if block == "M":
-                layers.append(nn.MaxPool2D(3, 2, 1))
-            else:
-                inception = Inception(channels, *block)
-                layers.append(inception)
-                channels = inception.out_channels
-        layers += [nn.AvgPool2D(7, 1), nn.Flatten(), linear(channels, 1000)]
-        super().__init__(*layers)
+def convnet(name: str) -> nn.Layer:
+    """A convnet-benchmarks model (``CONVNETS`` in fwkernels/models.py)."""
+    net = CONVNETS[name]
+    pool = [nn.AvgPool2D(net.average_pool, 1)] if net.average_pool else []
+    return nn.Sequential(*layers(net.features), *pool, _classifier(net.flat, net.hidden))
 
 
 # ---- NCF (NeuMF) ----

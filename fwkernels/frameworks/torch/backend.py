@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -24,16 +24,6 @@ def torchvision_missing() -> Optional[str]:
     except Exception as error:  # e.g. an operator mismatch with this torch build
         return f"torchvision does not import here ({type(error).__name__}: {error})"
     return None
-
-
-def synthetic_batch(config: RunConfig, device: torch.device) -> Tuple[tuple, torch.Tensor]:
-    """The shared synthetic batch on ``device``: ids and class labels as int64 (torch's index type)."""
-    def tensor(array) -> torch.Tensor:
-        t = torch.from_numpy(array)
-        return (t.long() if not t.is_floating_point() else t).to(device)
-
-    inputs, labels = base.synthetic_batch(config)
-    return tuple(tensor(a) for a in inputs), tensor(labels)
 
 
 def loss_function(spec: ModelSpec):
@@ -68,7 +58,8 @@ class TorchWorkload(base.Workload):
         self.flush_denormal = runtime.flush_denormals()
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
-        self.inputs, self.labels = synthetic_batch(config, self.device)
+        self.inputs, self.labels = base.synthetic_batch(
+            config, convert=lambda a: torch.from_numpy(base.int64_ids(a)).to(self.device))
         is_image = "image" in config.model.inputs
         if config.mode != "eager" and is_image:
             module = module.to(memory_format=torch.channels_last)

@@ -12,8 +12,8 @@ from typing import List, Sequence
 import torch
 from torch import nn
 
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
-                              VGG_A)
+from fwkernels.models import (CONVNETS, GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS, NCF_USERS,
+                              InceptionBlock, realize)
 
 TORCHVISION_MODELS = {"alexnet": "alexnet", "vgg19": "vgg19", "resnet50": "resnet50",
                       "mobilenet_v2": "mobilenet_v2"}
@@ -24,94 +24,42 @@ def build(name: str) -> nn.Module:
         import torchvision
 
         return getattr(torchvision.models, TORCHVISION_MODELS[name])(weights=None)
-    return {"gnmt_v2": GNMT, "ncf": NCF, "alexnet_owt": alexnet_owt, "overfeat": overfeat,
-            "vgg_a": vgg_a, "googlenet": GoogLeNetV1}[name]()
+    if name in CONVNETS:
+        return convnet(name)
+    return {"gnmt_v2": GNMT, "ncf": NCF}[name]()
 
 
 # ---- convnet-benchmarks (no dropout, as benchmarked there) ----
 
-def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> List[nn.Module]:
-    return [nn.Conv2d(cin, cout, kernel, stride, padding), nn.ReLU(inplace=True)]
-
-
-def _classifier(features: int, hidden: Sequence[int], classes: int = 1000) -> nn.Sequential:
-    layers: List[nn.Module] = [nn.Flatten()]
-    for width in hidden:
-        layers += [nn.Linear(features, width), nn.ReLU(inplace=True)]
-        features = width
-    return nn.Sequential(*layers, nn.Linear(features, classes))
-
-
-def alexnet_owt() -> nn.Module:
-    """AlexNet, one-tower variant of "One weird trick" (arXiv:1404.5997); input 224."""
-    return nn.Sequential(
-        *_conv_relu(3, 64, 11, 4, 2), nn.MaxPool2d(3, 2),
-        *_conv_relu(64, 192, 5, 1, 2), nn.MaxPool2d(3, 2),
-        *_conv_relu(192, 384, 3, 1, 1), *_conv_relu(384, 256, 3, 1, 1),
-        *_conv_relu(256, 256, 3, 1, 1), nn.MaxPool2d(3, 2),
-        _classifier(256 * 6 * 6, [4096, 4096]),
-    )
-
-
-def overfeat() -> nn.Module:
-    """Overfeat "fast" model; input 231."""
-    return nn.Sequential(
-        *_conv_relu(3, 96, 11, 4), nn.MaxPool2d(2, 2),
-        *_conv_relu(96, 256, 5), nn.MaxPool2d(2, 2),
-        *_conv_relu(256, 512, 3, 1, 1), *_conv_relu(512, 1024, 3, 1, 1),
-        *_conv_relu(1024, 1024, 3, 1, 1), nn.MaxPool2d(2, 2),
-        _classifier(1024 * 6 * 6, [3072, 4096]),
-    )
-
-
-def vgg_a() -> nn.Module:
-    """VGG configuration A (11 weight layers), no batch norm; input 224."""
-    layers: List[nn.Module] = []
-    channels = 3
-    for v in VGG_A:
-        if v == "M":
-            layers.append(nn.MaxPool2d(2, 2))
-        else:
-            layers += _conv_relu(channels, int(v), 3, 1, 1)
-            channels = int(v)
-    return nn.Sequential(*layers, _classifier(512 * 7 * 7, [4096, 4096]))
+def layers(plan: Sequence[object]) -> List[nn.Module]:
+    """The modules of a layer plan (fwkernels.models: Conv + ReLU, Pool, InceptionBlock)."""
+    return realize(plan, lambda c: [nn.Conv2d(c.cin, c.cout, c.kernel, c.stride, c.padding),
+                                    nn.ReLU(inplace=True)],
+                   lambda p: nn.MaxPool2d(p.kernel, p.stride, p.padding), Inception)
 
 
 class Inception(nn.Module):
-    def __init__(self, cin: int, c1: int, c3: Sequence[int], c5: Sequence[int], cp: int) -> None:
+    def __init__(self, block: InceptionBlock) -> None:
         super().__init__()
-        self.branch1 = nn.Sequential(*_conv_relu(cin, c1, 1))
-        self.branch3 = nn.Sequential(*_conv_relu(cin, c3[0], 1), *_conv_relu(c3[0], c3[1], 3, 1, 1))
-        self.branch5 = nn.Sequential(*_conv_relu(cin, c5[0], 1), *_conv_relu(c5[0], c5[1], 5, 1, 2))
-        self.branch_pool = nn.Sequential(nn.MaxPool2d(3, 1, 1), *_conv_relu(cin, cp, 1))
-        self.out_channels = c1 + c3[1] + c5[1] + cp
+        self.branches = nn.ModuleList(nn.Sequential(*layers(b)) for b in block.branches)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([self.branch1(x), self.branch3(x), self.branch5(x), self.branch_pool(x)], 1)
+        return torch.cat([branch(x) for branch in self.branches], 1)
 
 
-class GoogLeNetV1(nn.Sequential):
-    """GoogLeNet v1 as in convnet-benchmarks: no LRN, no auxiliary heads, no dropout.
+def _classifier(features: int, hidden: Sequence[int], classes: int = 1000) -> nn.Sequential:
+    modules: List[nn.Module] = [nn.Flatten()]
+    for width in hidden:
+        modules += [nn.Linear(features, width), nn.ReLU(inplace=True)]
+        features = width
+    return nn.Sequential(*modules, nn.Linear(features, classes))
 
-    The reference also puts a ReLU after the classifier; it is left out here
-    (docs/models.md): it clips the logits at zero, so the network cannot learn.
-    """
 
-    def __init__(self) -> None:
-        layers: List[nn.Module] = [
-            *_conv_relu(3, 64, 7, 2, 3), nn.MaxPool2d(3, 2, 1),
-            *_conv_relu(64, 64, 1), *_conv_relu(64, 192, 3, 1, 1), nn.MaxPool2d(3, 2, 1),
-        ]
-        channels = 192
-        for block in GOOGLENET_BLOCKS:
-            if block == "M":
-                layers.append(nn.MaxPool2d(3, 2, 1))
-            else:
-                inception = Inception(channels, *block)
-                layers.append(inception)
-                channels = inception.out_channels
-        layers += [nn.AvgPool2d(7, 1), nn.Flatten(), nn.Linear(channels, 1000)]
-        super().__init__(*layers)
+def convnet(name: str) -> nn.Module:
+    """A convnet-benchmarks model (``CONVNETS`` in fwkernels/models.py)."""
+    net = CONVNETS[name]
+    pool = [nn.AvgPool2d(net.average_pool, 1)] if net.average_pool else []
+    return nn.Sequential(*layers(net.features), *pool, _classifier(net.flat, net.hidden))
 
 
 # ---- NCF (NeuMF) ----
