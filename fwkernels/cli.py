@@ -375,7 +375,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (InvalidRequest, ResultsError, record.RecordError) as error:
+    except InvalidRequest as error:
+        print(f"fwkernels: error: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    except (ResultsError, record.RecordError) as error:  # a file that is not what it should be
         print(f"fwkernels {args.command}: error: {error}", file=sys.stderr)
         return EXIT_INVALID
 

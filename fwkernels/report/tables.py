@@ -221,7 +221,7 @@ def tflops_table(report: Report, precision: str) -> Table:
         table.summary.append("No fraction of peak: no peak figure is known for this CPU.")
     else:
         table.summary.append(f"No fraction of peak: no measured {precision} ceiling is known for "
-                             f"{report.device} (fwkernels/published.py DEVICE_PEAKS).")
+                             f"{report.device} (fwkernels/report/published.py DEVICE_PEAKS).")
     return table
 
 
