@@ -56,28 +56,45 @@ class RunConfig:
         return self.model.samples_per_step(self.batch, self.small)
 
 
-def synthetic_batch(config: RunConfig, layout: str = "NCHW",
-                    convert: Optional[Callable[["np.ndarray"], Any]] = None) -> Tuple[tuple, Any]:
-    """Random inputs and labels for the model's task from one seeded generator: images (float32,
-    in ``layout``: "NCHW" or "NHWC") and class ids; source and target token ids and per-token
-    labels; user and item ids and 0/1 labels (float32).  Ids are int32 host arrays, each passed
-    through ``convert`` (the backend's tensor on its device) where one is given."""
-    import numpy as np
+class NumpySource:
+    """Random numbers for the synthetic batch from numpy's seeded generator: int32 ids, 0/1
+    labels as float32, float32 normal images (host arrays)."""
 
-    rng = np.random.default_rng(config.seed)
+    def __init__(self, seed: int) -> None:
+        import numpy as np
+
+        self.np, self.rng = np, np.random.default_rng(seed)
+
+    def ids(self, high: int, shape: Tuple[int, ...]) -> Any:
+        return self.rng.integers(0, high, shape, dtype=self.np.int32)
+
+    def binary(self, shape: Tuple[int, ...]) -> Any:
+        return self.rng.integers(0, 2, shape).astype(self.np.float32)
+
+    def normal(self, shape: Tuple[int, ...]) -> Any:
+        return self.rng.standard_normal(shape, dtype=self.np.float32)
+
+
+def synthetic_batch(config: RunConfig, layout: str = "NCHW", source: Optional[Any] = None,
+                    convert: Optional[Callable[[Any], Any]] = None) -> Tuple[tuple, Any]:
+    """Random inputs and labels for the model's task, drawn in one order from one seeded
+    ``source`` (default: ``NumpySource(config.seed)``): images (in ``layout``, "NCHW" or
+    "NHWC") and class ids; source and target token ids and per-token labels; user and item ids
+    and 0/1 labels.  Each array passes through ``convert`` (the backend's tensor on its device)."""
+    draw = source or NumpySource(config.seed)
     spec, shapes = config.model, config.input_shapes()
     if spec.name == "ncf":
-        inputs = (rng.integers(0, NCF_USERS, shapes["user"], dtype=np.int32),
-                  rng.integers(0, NCF_ITEMS, shapes["item"], dtype=np.int32))
-        labels = rng.integers(0, 2, shapes["user"]).astype(np.float32)
+        inputs = (draw.ids(NCF_USERS, shapes["user"]), draw.ids(NCF_ITEMS, shapes["item"]))
+        labels = draw.binary(shapes["user"])
     elif spec.unit == "tokens":
-        *inputs, labels = (rng.integers(0, spec.num_classes, shapes[key], dtype=np.int32)
-                           for key in ("src", "tgt", "tgt"))
+        inputs = (draw.ids(spec.num_classes, shapes["src"]),
+                  draw.ids(spec.num_classes, shapes["tgt"]))
+        labels = draw.ids(spec.num_classes, shapes["tgt"])
     else:
         batch, channels, height, width = shapes["image"]
-        shape = (batch, height, width, channels) if layout == "NHWC" else shapes["image"]
-        inputs = (rng.standard_normal(shape, dtype=np.float32),)
-        labels = rng.integers(0, spec.num_classes, batch, dtype=np.int32)
+        inputs = (draw.normal((batch, height, width, channels) if layout == "NHWC"
+                              else shapes["image"]),)
+        labels = draw.ids(spec.num_classes, (batch,))
     convert = convert or (lambda array: array)
     return tuple(convert(a) for a in inputs), convert(labels)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,23 @@ def loss_function(spec: ModelSpec):
     return lambda logits, labels: F.cross_entropy(logits.float(), labels)
 
 
+class TorchSource:
+    """The synthetic batch's numbers from PyTorch's own seeded generator (int64 ids): PyTorch
+    keeps the batch its figures and tests were made with (base.synthetic_batch)."""
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def ids(self, high: int, shape: Tuple[int, ...]) -> torch.Tensor:
+        return torch.randint(0, high, shape, generator=self.generator)
+
+    def binary(self, shape: Tuple[int, ...]) -> torch.Tensor:
+        return self.ids(2, shape).float()
+
+    def normal(self, shape: Tuple[int, ...]) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator)
+
+
 def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation,
                         transposed, _output_padding, _groups, output_mask, out_shape=None) -> int:
     """A convolution's backward: each gradient asked for (input, weight) costs the forward's
@@ -59,7 +76,7 @@ class TorchWorkload(base.Workload):
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self.inputs, self.labels = base.synthetic_batch(
-            config, convert=lambda a: torch.from_numpy(base.int64_ids(a)).to(self.device))
+            config, source=TorchSource(config.seed), convert=lambda t: t.to(self.device))
         is_image = "image" in config.model.inputs
         if config.mode != "eager" and is_image:
             module = module.to(memory_format=torch.channels_last)
