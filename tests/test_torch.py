@@ -35,14 +35,13 @@ def test_training_flops_count_depthwise_convolutions_once_per_group():
 def test_the_default_mode_is_eager_pytorch():
     """The default mode keeps PyTorch's defaults: no cuDNN autotuning, no channels_last."""
     backend = load_backend("torch")
-    request = require(resolve("torch", "resnet50", batch=2))
-    config = RunConfig(model=get_model("resnet50"), batch=2, mode=request.mode, small=True)
-    workload = backend.build(config)
+    model = get_model("alexnet_owt")  # an image model torchvision does not build
+    request = require(resolve("torch", model.name, batch=2))
+    workload = backend.build(RunConfig(model=model, batch=2, mode=request.mode, small=True))
     assert request.mode == "eager"
     assert workload.precision_settings()["cudnn_benchmark"] is False
     assert not workload.inputs[0].is_contiguous(memory_format=torch.channels_last)
-    tuned = backend.build(RunConfig(model=get_model("resnet50"), batch=2, mode="channels_last",
-                                    small=True))
+    tuned = backend.build(RunConfig(model=model, batch=2, mode="channels_last", small=True))
     assert tuned.precision_settings()["cudnn_benchmark"] is True
     assert tuned.inputs[0].is_contiguous(memory_format=torch.channels_last)
 
