@@ -46,6 +46,15 @@ def report(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def ledger(session: nox.Session) -> None:
+    """The release ledger: the releases file, deterministic hashes, discovery and asv over a
+    ledger, against a package registry on localhost (tiny stand-in packages, no framework)."""
+    session.install("-e", ".[test,ledger]", "asv==0.6.6", "asv_runner==0.3.2", "virtualenv>=20.26")
+    session.run("pytest", "-q", "tests/test_ledger.py", "tests/test_ledger_asv.py",
+                *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
+
+
+@nox.session(python=PYTHON)
 def site(session: nox.Session) -> None:
     """The published site (asv publish + report pages) in headless chromium; screenshots in
     test-artifacts/.  Needs Debian's chromium and chromium-driver (.ci/run installs them)."""

@@ -1,4 +1,6 @@
-"""asv suite: training throughput, time and memory per (framework, model, precision).
+"""asv suite: training throughput, time and memory per (mode, model, precision) of the framework
+release installed in asv's environment (the release ledger: asv's commits are framework
+releases, docs/releases.md).
 
 One measurement per combination and environment: the first benchmark of a
 combination to run measures it (``fwkernels.runner.measure``, fresh processes)
@@ -6,15 +8,15 @@ and stores the record in the class's ``setup_cache`` directory; the other
 figures of that combination read the record.  A framework that is not
 installed in this environment, or cannot run the model, is skipped with the
 reason; a failed measurement (crash, OOM, NaN) fails its benchmarks with the
-reason in stderr and in the records file.
+reason in stderr and in the records file. Mode "default" is each framework's default mode.
 
 Profile switches (environment variables, read when asv discovers the suite):
   FWKERNELS_DEVICE      cpu (default) or cuda
   FWKERNELS_PRECISIONS  comma list (default: fp32 on cpu; fp32,tf32,bf16 on cuda)
-  FWKERNELS_MODES       "default" (each framework's first mode), "tuned" (that and its
-                        compiled modes, FrameworkInfo.tuned_modes) or "all"
+  FWKERNELS_MODES       "default" (each framework's default mode), "tuned" (and the
+                        compiled modes, FrameworkInfo.tuned_modes), "all", or a comma list
+                        of "default" and mode names
   FWKERNELS_MODELS      comma list (default: all ten)
-  FWKERNELS_FRAMEWORKS  comma list (default: all registered); "name:mode" names one mode
   FWKERNELS_SELECT      regular expression on "framework[:mode]/model/precision": other
                         combinations are skipped (e.g. tuned modes for one model only)
   FWKERNELS_WINDOWS, FWKERNELS_WINDOW_SECONDS   protocol overrides
@@ -30,14 +32,14 @@ DEVICE = os.environ.get("FWKERNELS_DEVICE", "cpu")
 
 class Training:
     params = suite.parameters(DEVICE)
-    param_names = ["framework", "model", "precision"]
+    param_names = ["mode", "model", "precision"]
     timeout = 3600  # one combination's measurement, model build and warm-up included
 
     def setup_cache(self) -> str:
         return suite.make_cache_dir()
 
-    def setup(self, cache_dir: str, framework: str, model: str, precision: str) -> None:
-        self.record = suite.measured(cache_dir, DEVICE, framework, model, precision)
+    def setup(self, cache_dir: str, mode: str, model: str, precision: str) -> None:
+        self.record = suite.measured(cache_dir, DEVICE, mode, model, precision)
 
     def track_samples_per_s(self, *args) -> dict:
         """Training throughput per timing window (images/s, tokens/s or samples/s): higher is better."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import re
 import sys
 import time
@@ -16,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from fwkernels import record, sweep
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
+from fwkernels.ledger.releases import LedgerError, RegistryUnavailable
 from fwkernels.models import MODELS
 from fwkernels.report import analysis, compare
 from fwkernels.report.render import (render_markdown, render_report_markdown,
@@ -368,7 +370,65 @@ def build_parser() -> argparse.ArgumentParser:
                        "file as a Markdown table", description=analysis.internal_memory.__doc__)
     p.add_argument("records", help="a JSON-lines records file (an MXNet sweep)")
     p.set_defaults(func=cmd_internal_memory)
+
+    add_ledger_parser(sub)
     return parser
+
+
+def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
+    from fwkernels.ledger import build as ledger_build
+    from fwkernels.ledger import commands as ledger
+    from fwkernels.ledger import releases as ledger_releases
+
+    parent = sub.add_parser("ledger", help="the release ledger: asv's history over framework "
+                            "releases (docs/releases.md)")
+    commands = parent.add_subparsers(dest="ledger_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--releases", default=ledger_releases.DEFAULT_PATH,
+                       help=f"releases file (default: {ledger_releases.DEFAULT_PATH})")
+        p.add_argument("--ledger", default=ledger_build.DEFAULT_PATH,
+                       help=f"ledger repository (default: {ledger_build.DEFAULT_PATH})")
+        p.add_argument("--framework", action="append", default=[],
+                       help="only this framework (repeatable; default: all in the file)")
+
+    p = commands.add_parser("build", help="(re)build the ledger repository from the releases file")
+    common(p)
+    p.set_defaults(func=ledger.cmd_build)
+
+    p = commands.add_parser("discover", help="add releases newer than the last tracked one "
+                            "(dates from the registry, companions resolved by pip)")
+    common(p)
+    p.add_argument("--dry-run", action="store_true", help="print, do not write the file")
+    p.set_defaults(func=ledger.cmd_discover)
+
+    p = commands.add_parser("commits", help="ledger commit hashes of tracked releases, one per "
+                            "line (for `asv run HASHFILE:...`)")
+    common(p)
+    p.add_argument("--last", type=int, default=0,
+                   help="the last N releases of each framework (default: all)")
+    p.add_argument("--tags", action="store_true", help="print the release tags, not hashes")
+    p.add_argument("--python", default=platform.python_version(),
+                   help="only releases that install on this Python version, or `any` (default: "
+                        "this interpreter's; the others are named on stderr)")
+    p.set_defaults(func=ledger.cmd_commits)
+
+    p = commands.add_parser("fold", help="fold results into one file per machine, release and "
+                            "environment (results before the ledger, runs in slices)",
+                            description=ledger_fold_doc())
+    common(p)
+    p.add_argument("--results", default="results", help="asv results directory")
+    p.add_argument("--records", default="records", help="records directory")
+    p.add_argument("--machine", help="one machine (default: every machine under --results)")
+    p.add_argument("--env", required=True, help="the environment name to fold into, e.g. "
+                   "existing-py3.12")
+    p.set_defaults(func=ledger.cmd_fold)
+
+
+def ledger_fold_doc() -> str:
+    from fwkernels.ledger import fold
+
+    return fold.__doc__ or ""
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -381,6 +441,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ResultsError, record.RecordError) as error:  # a file that is not what it should be
         print(f"fwkernels {args.command}: error: {error}", file=sys.stderr)
         return EXIT_INVALID
+    except LedgerError as error:  # bad input: 2; the package registry did not answer: 1
+        print(f"fwkernels: error: {error}", file=sys.stderr)
+        return EXIT_FAILED if isinstance(error, RegistryUnavailable) else EXIT_INVALID
 
 
 if __name__ == "__main__":

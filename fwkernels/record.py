@@ -10,7 +10,8 @@ framework adds of its own (``blas_threads``, ``use_mkldnn``, MXNet's internal-me
 below: every field but the four that name the combination and ``status`` is optional.
 
 Schema versions: 1 adds the ``schema`` field itself; a record without it (everything written
-before) is version 0, which has the same fields, and loads unchanged.
+before) is version 0, which has the same fields, and loads unchanged. 2 adds ``release`` (the
+ledger release measured) and ``harness_commit`` (the fwkernels commit that measured it).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "n/a", "error", "oom", "nan", "crashed", "timeout")
 
 T = TypeVar("T")
@@ -120,6 +121,9 @@ class Record(Mapping):
     asv_commit = Field[str](TEXT, "the commit asv measured (suite records)")
     asv_env = Field[str](TEXT, "asv's environment name (suite records)")
     asv_machine = Field[str](TEXT, "asv's machine name (suite records)")
+    release = Field[str](TEXT, "the ledger release measured, <framework>-<version> (suite records)")
+    harness_commit = Field[str](TEXT, "the fwkernels commit that measured it (+changes: with "
+                                "uncommitted changes)")
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self._data = dict(data)

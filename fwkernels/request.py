@@ -96,21 +96,41 @@ def target_name(framework: str, mode: str) -> str:
     return framework if not mode or (info and mode == info.default_mode) else f"{framework}:{mode}"
 
 
-def targets(frameworks: Sequence[str], profile: str) -> List[str]:
-    """Targets of the named frameworks: each one's default mode, plus its tuned modes
-    (profile "tuned") or all its modes ("all"); a name with ":mode" is that target alone."""
-    profiles = {"default": lambda info: (), "tuned": lambda info: info.tuned_modes,
-                "all": lambda info: info.modes[1:]}
-    extra_modes = profiles.get(profile)
-    if extra_modes is None:
-        raise ValueError(f"unknown FWKERNELS_MODES {profile!r}; valid: {', '.join(profiles)}")
-    out = []
-    for name in frameworks:
-        if ":" in name:
-            out.append(target_name(*parse_target(name)))
-            continue
-        out += [name] + [f"{name}:{mode}" for mode in extra_modes(get_framework(name))]
-    return out
+DEFAULT_MODE = "default"  # the suite's mode parameter for each framework's own default mode
+MODE_PROFILES = ("default", "tuned", "all")
+
+
+def mode_parameter(profile: str) -> List[str]:
+    """The asv suite's mode values for FWKERNELS_MODES: "default" (each framework's default
+    mode), "tuned" (and every framework's compiled modes, ``FrameworkInfo.tuned_modes``), "all"
+    (and every other mode), or a comma list of "default" and mode names."""
+    frameworks = FRAMEWORKS.values()
+    if profile in MODE_PROFILES:
+        extra = {"default": lambda info: (), "tuned": lambda info: info.tuned_modes,
+                 "all": lambda info: info.modes[1:]}[profile]
+        modes = [mode for info in frameworks for mode in extra(info)]
+    else:
+        modes = [m.strip() for m in profile.split(",") if m.strip() and m.strip() != DEFAULT_MODE]
+        known = {mode for info in frameworks for mode in info.modes}
+        unknown = [m for m in modes if m not in known]
+        if unknown or not profile.strip():
+            raise ValueError(f"unknown FWKERNELS_MODES {profile!r}; valid: "
+                             f"{', '.join(MODE_PROFILES)}, or a comma list of {DEFAULT_MODE} and "
+                             f"modes ({', '.join(sorted(known))})")
+    return [DEFAULT_MODE] + list(dict.fromkeys(modes))
+
+
+def release_target(framework: str, mode: str) -> Union[str, Skip]:
+    """The target of the suite's mode parameter for the framework installed: its name for
+    "default", name:mode for one of its other modes, a skip for a mode it does not have."""
+    info = get_framework(framework)
+    if mode == DEFAULT_MODE:
+        return framework
+    if mode == info.default_mode:
+        return Skip(f"{mode} is {framework}'s default mode: measured as mode '{DEFAULT_MODE}'")
+    if mode not in info.modes:
+        return Skip(f"{framework} has no mode {mode!r}; its modes: {', '.join(info.modes)}")
+    return f"{framework}:{mode}"
 
 
 def resolve(framework: str, model: str, *, device: str = "cpu", precision: str = "fp32",

@@ -1,18 +1,23 @@
-"""What the asv suite (benchmarks/training.py) needs: its parameters and measure-once records."""
+"""What the asv suite (benchmarks/training.py) needs: its parameters and measure-once records.
+
+The framework measured is the release installed in asv's environment (fwkernels.ledger: asv's
+commits are framework releases); the suite's parameters are mode, model and precision.
+"""
 from __future__ import annotations
 
 import os
 import re
 import socket
+import subprocess
 import tempfile
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from fwkernels import record
-from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
+from fwkernels.ledger.installed import InstalledRelease, installed_release, matches
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.request import Skip, resolve, split_target, targets
+from fwkernels.request import Skip, mode_parameter, release_target, resolve, split_target
 from fwkernels.runner import run
 
 
@@ -22,15 +27,11 @@ def _env_list(name: str, default: Sequence[str]) -> List[str]:
 
 
 def parameters(device: str) -> List[List[str]]:
-    """asv's parameters: framework targets, models, precisions.  FWKERNELS_MODES picks the
-    modes of each framework: "default" (its first), "tuned" (that and its compiled modes,
-    ``FrameworkInfo.tuned_modes``) or "all"; FWKERNELS_FRAMEWORKS may name one mode
-    ("torch:compile"): only that target (asv starts a process per benchmark and combination,
-    skipped ones too)."""
+    """asv's parameters: modes (FWKERNELS_MODES: "default", "tuned", "all" or a list; see
+    ``request.mode_parameter``), models, precisions."""
     precisions = _env_list("FWKERNELS_PRECISIONS", ["fp32"] if device == "cpu" else PRECISIONS)
     profile = os.environ.get("FWKERNELS_MODES", "").strip() or "default"
-    frameworks = _env_list("FWKERNELS_FRAMEWORKS", FRAMEWORKS)
-    return [targets(frameworks, profile), _env_list("FWKERNELS_MODELS", MODELS), precisions]
+    return [mode_parameter(profile), _env_list("FWKERNELS_MODELS", MODELS), precisions]
 
 
 def make_cache_dir() -> str:
@@ -48,8 +49,17 @@ def records_path() -> str:
     return os.path.join(root, machine, f"{commit}-{env}.jsonl")
 
 
-def measured(cache_dir: str, device: str, target: str, model: str, precision: str) -> Record:
-    """The record of one combination, measured on first use; NotImplementedError skips it."""
+def measured(cache_dir: str, device: str, mode: str, model: str, precision: str) -> Record:
+    """The record of one combination of the release installed here, measured on first use;
+    NotImplementedError skips it."""
+    release = installed_release()
+    if release is None:
+        raise NotImplementedError(
+            "no framework release is installed in this environment: run asv over the release "
+            "ledger (docs/releases.md), or name the release with FWKERNELS_RELEASE")
+    target = release_target(release.framework, mode)
+    if isinstance(target, Skip):
+        raise NotImplementedError(target.reason)
     select = os.environ.get("FWKERNELS_SELECT")
     if select and not re.search(select, f"{target}/{model}/{precision}"):
         raise NotImplementedError(f"outside this profile (FWKERNELS_SELECT={select!r})")
@@ -61,8 +71,9 @@ def measured(cache_dir: str, device: str, target: str, model: str, precision: st
         raise NotImplementedError(request.reason)
     path = os.path.join(cache_dir, f"{target}-{model}-{precision}.json".replace(":", "_"))
     if not os.path.exists(path):
-        result = run(request).with_fields(asv_commit=_asv_commit(), asv_env=_asv_env_name(),
-                                          asv_machine=os.environ.get("FWKERNELS_MACHINE"))
+        result = checked(run(request), release).with_fields(
+            release=release.tag, harness_commit=harness_commit(), asv_commit=_asv_commit(),
+            asv_env=_asv_env_name(), asv_machine=os.environ.get("FWKERNELS_MACHINE"))
         record.append(records_path(), result)
         record.write_one(path, result)
     result = record.read_one(path)
@@ -71,6 +82,35 @@ def measured(cache_dir: str, device: str, target: str, model: str, precision: st
     if not result.ok:
         raise RuntimeError(f"{target} {model} {precision}: {result.status}: {result.error}")
     return result
+
+
+def checked(result: Record, release: InstalledRelease) -> Record:
+    """The record, failed when the framework that ran is not the release's version (an
+    environment asv did not build, whose FWKERNELS_RELEASE names another release)."""
+    version = result.framework_version
+    if result.ok and version and not matches(release.version, version):
+        return result.with_fields(status="error", error=f"{release.framework} {version} ran, "
+                                  f"not the release {release.tag} that this run names")
+    return result
+
+
+def harness_commit() -> Optional[str]:
+    """The commit of the fwkernels checkout measuring ("+changes" with uncommitted changes to
+    tracked files); None where fwkernels is not a git checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+    def git(*args: str) -> Optional[str]:
+        try:
+            out = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
+                                 timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def _asv_commit() -> str:

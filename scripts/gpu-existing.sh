@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Run the asv suite on a GPU machine whose Python already holds the frameworks (no package
-# registry needed): `asv run -E existing`, which records no requirements, so every result's
-# record (records/<machine>/) carries the framework, CUDA, cuDNN and driver versions and the GPU.
+# Run the asv suite on a machine whose Python already holds the frameworks (no package registry
+# needed), for releases of the ledger: `asv run -E existing --set-commit-hash <release commit>`
+# per release, each figure checked against the release's version (docs/gpu.md, docs/releases.md).
 #
-#   scripts/gpu-existing.sh [PYTHON]        # default: python3 on PATH; asv must be importable
+#   scripts/gpu-existing.sh PYTHON RELEASE...     # e.g. /usr/bin/python3 torch-2.11.0 jax-0.11.2
 #
-# Profile: FWKERNELS_* variables as in benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda
-# here); ASV_MACHINE names the machine (default: hostname). Results go to results/<machine>/.
-# asv's default launch method forks each benchmark from a server that imported the suite once
-# (`--launch-method spawn` starts an interpreter per benchmark and combination, skipped ones too).
-# asv runs the benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no
-# dependencies, no download) into that Python first.
+# The ledger (.asv/ledger) must be built (`fwkernels ledger build`, which needs gitpython; build it
+# elsewhere and copy it when that Python has none). Profile: FWKERNELS_* variables as in
+# benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda here); ASV_MACHINE names the machine
+# (default: hostname). asv names an existing environment after its interpreter's path; the results
+# are folded into one environment per Python version, existing-py<X.Y>, so that the site's legend
+# holds one entry per release. asv runs the benchmarks with its own PYTHONPATH, so fwkernels is
+# installed (editable, no dependencies, no download) into that Python first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python="${1:-$(command -v python3)}"
+if [ "$#" -lt 2 ]; then
+    echo "usage: scripts/gpu-existing.sh PYTHON RELEASE... (releases: fwkernels ledger commits --tags)" >&2
+    exit 2
+fi
+python="$1"; shift
 export FWKERNELS_DEVICE="${FWKERNELS_DEVICE:-cuda}"
 export FWKERNELS_MACHINE="${ASV_MACHINE:-$(hostname)}"
 export FWKERNELS_RECORDS_DIR="${FWKERNELS_RECORDS_DIR:-$PWD/records}"
 "$python" -m pip install -q --no-deps --no-build-isolation --no-index -e .
-# asv names an existing environment after its interpreter's path and sets no ASV_COMMIT there.
-export FWKERNELS_COMMIT="$(git rev-parse HEAD)" FWKERNELS_ENV_NAME="existing-py${python//\//_}"
+env_name="existing-py$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+export FWKERNELS_ENV_NAME="existing-py${python//\//_}"
 # asv's benchmark runner takes PYTHONPATH's entries off the benchmarks' sys.path and puts back
 # ASV_PYTHONPATH's: pass PYTHONPATH on, or a framework installed only there reads "not installed".
 if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
@@ -27,9 +32,16 @@ if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
 fi
 asv=("$python" -m asv)
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
-"${asv[@]}" run -E "existing:$python" --set-commit-hash "$FWKERNELS_COMMIT" \
-    --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr \
-    || status=$?
+for release in "$@"; do
+    commit="$(git -C .asv/ledger rev-parse --verify --quiet "$release^{commit}")" || {
+        echo "$release is not a release of the ledger (.asv/ledger): fwkernels ledger commits --tags" >&2
+        exit 2
+    }
+    FWKERNELS_RELEASE="$release" FWKERNELS_COMMIT="$commit" \
+        "${asv[@]}" run -E "existing:$python" --set-commit-hash "$commit" \
+        --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
+done
+"$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"
 "$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
 "${asv[@]}" publish
 "$python" -m fwkernels report --results results --machine "$FWKERNELS_MACHINE"

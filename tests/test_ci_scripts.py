@@ -1,12 +1,14 @@
 """The scripts the workflows call (scripts/ci/), run for real on CPU before they reach the runner.
 
 Two nights of the nightly job, in a clone of this repository: the asv suite through the
-existing-environment route (this Python, PyTorch on CPU, NCF only, short windows), the site
-published and fwkernels report in the job summary, the results stored on a results branch (a
-local bare repository stands in for GitHub), restored the next night after a new commit, and
-the regression check running fwkernels compare between the two nights' commits.  The
-pull-request job checks out base and head and measures both (with a profile that skips every
-combination, to stay fast).  Run with `nox -s lint`, which installs asv, PyTorch and the tools.
+existing-environment route for the release installed here (this Python's PyTorch 2.13.0 on CPU,
+NCF only, short windows) at its commit of the release ledger, the site published and fwkernels
+report in the job summary, the results stored on a results branch (a local bare repository
+stands in for GitHub) and restored the next night, and the regression check comparing a release
+with the release before it.  The pull-request job checks out base and head and measures both
+(with a profile that skips every combination, to stay fast); `propose` pushes discovered
+releases and opens a pull request (a stand-in `gh`).  Run with `nox -s lint`, which installs
+asv, PyTorch and the tools.
 """
 from __future__ import annotations
 
@@ -26,8 +28,11 @@ pytest.importorskip("asv")  # installed by nox -s lint
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MACHINE = "ci-cpu"
 RESULTS_BRANCH = "benchmark-results"
-PROFILE = {"FWKERNELS_DEVICE": "cpu", "FWKERNELS_FRAMEWORKS": "torch", "FWKERNELS_MODELS": "ncf",
-           "FWKERNELS_PRECISIONS": "fp32", "FWKERNELS_WINDOWS": "2", "FWKERNELS_WINDOW_SECONDS": "0.2"}
+RELEASE = "torch-2.13.0"  # what the lint session installs (its CPU build)
+EARLIER = "torch-2.12.1"
+PROFILE = {"FWKERNELS_DEVICE": "cpu", "FWKERNELS_MODELS": "ncf", "FWKERNELS_PRECISIONS": "fp32",
+           "FWKERNELS_WINDOWS": "2", "FWKERNELS_WINDOW_SECONDS": "0.2"}
+ENV = f"existing-py{sys.version_info.major}.{sys.version_info.minor}"
 IDENTITY = ["-c", "user.name=test", "-c", "user.email=test@fwkernels.invalid"]
 
 
@@ -42,7 +47,8 @@ def bench(box: SimpleNamespace, *args: str, env: Optional[Dict[str, str]] = None
     summary = os.path.join(box.root, "summary.md")
     open(summary, "w").close()
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("GITHUB_TOKEN", "REGRESSION_FACTOR", "BENCH_PYTHON", "FWKERNELS_SELECT")}
+               if k not in ("GITHUB_TOKEN", "REGRESSION_FACTOR", "BENCH_PYTHON", "BENCH_RELEASES",
+                            "FWKERNELS_SELECT")}
     search_path = [*(path or []), os.path.dirname(sys.executable), environ["PATH"]]
     environ.update(PROFILE, HOME=box.home, ASV_MACHINE=MACHINE, GITHUB_STEP_SUMMARY=summary,
                    PATH=os.pathsep.join(search_path), **(env or {}))
@@ -65,6 +71,10 @@ def result_files(directory: str) -> List[str]:
 def commits_of(directory: str) -> List[str]:
     """The short commits that name the result files of a directory."""
     return [name[:8] for name in result_files(directory)]
+
+
+def ledger_commit(box: SimpleNamespace, release: str) -> str:
+    return git("rev-parse", f"{release}^{{commit}}", cwd=os.path.join(box.repo, ".asv", "ledger"))
 
 
 def checkout_results_branch(box: SimpleNamespace, name: str) -> str:
@@ -97,61 +107,81 @@ def nights(box: SimpleNamespace) -> SimpleNamespace:
     """Two nights of the nightly workflow's steps, a commit apart."""
     pytest.importorskip("torch")
     out = SimpleNamespace()
-    suite = ["--config", "asv.conf.json", "--python", sys.executable]
+    suite = ["--python", sys.executable, "--release", RELEASE]
     for night in ("first", "second"):
-        if night == "second":
-            git(*IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "the next day", cwd=box.repo)
         branch = checkout_results_branch(box, f"branch-{night}")
         work = os.path.join(box.root, f"night-{night}")
         setattr(out, night, SimpleNamespace(
-            commit=git("rev-parse", "HEAD", cwd=box.repo), work=work, branch=branch,
+            work=work, branch=branch,
             measure=ok(bench(box, "measure", "--work", work, "--previous", branch, *suite)),
             check=bench(box, "check", "--work", work, env={"REGRESSION_FACTOR": "1000"}),
             store=ok(bench(box, "store", "--work", work, "--branch-dir", branch))))
     return out
 
 
-def test_first_night_measures_publishes_and_reports(nights) -> None:
+def test_first_night_measures_the_release_publishes_and_reports(nights, box) -> None:
     night = nights.first
     machine_dir = os.path.join(night.work, "results", MACHINE)
     [name] = result_files(machine_dir)
-    assert name.startswith(night.commit[:8] + "-existing-")
+    assert name == f"{ledger_commit(box, RELEASE)[:8]}-{ENV}.json"
     assert result_files(os.path.join(night.work, "latest", MACHINE)) == [name]
     with open(os.path.join(machine_dir, name)) as f:
         result = json.load(f)
     columns = result["result_columns"]
     throughput = dict(zip(columns, result["results"]["training.Training.track_samples_per_s"]))
-    assert throughput["params"] == [["'torch'"], ["'ncf'"], ["'fp32'"]]
+    assert throughput["params"] == [["'default'"], ["'ncf'"], ["'fp32'"]]
     assert throughput["result"][0] > 0 and len(throughput["samples"][0]) == 2
     with open(os.path.join(night.work, "records", MACHINE, name.replace(".json", ".jsonl"))) as f:
         [record] = [json.loads(line) for line in f]
     assert (record["framework"], record["model"], record["status"]) == ("torch", "ncf", "ok")
+    assert record["release"] == RELEASE and record["harness_commit"].startswith(
+        git("rev-parse", "HEAD", cwd=box.repo))
     assert os.path.exists(os.path.join(night.work, "html", "index.html"))
+    assert f"Releases measured tonight on {MACHINE}: {RELEASE}" in night.measure.summary
     assert "fwkernels report, machine ci-cpu" in night.measure.summary
     assert "NCF" in night.measure.summary and "PyTorch" in night.measure.summary
     assert night.check.returncode == 0, night.check.stdout + night.check.stderr
-    assert "No previous night" in night.check.summary
+    assert f"{RELEASE}: no earlier torch release measured on {MACHINE}" in night.check.summary
 
 
 def test_results_branch_keeps_every_night(nights, box) -> None:
     log = git("log", "--format=%s", RESULTS_BRANCH, cwd=box.origin).splitlines()
-    assert log == [f"Nightly results of {MACHINE} at {nights.second.commit[:8]}",
-                   f"Nightly results of {MACHINE} at {nights.first.commit[:8]}",
-                   "Nightly benchmark results"]
+    assert log == [f"Nightly results of {MACHINE}: {RELEASE}"] * 2 + ["Nightly benchmark results"]
     branch = checkout_results_branch(box, "branch-after")
-    assert commits_of(os.path.join(branch, "results", MACHINE)) == \
-        sorted([nights.first.commit[:8], nights.second.commit[:8]])
-    assert commits_of(os.path.join(branch, "latest", MACHINE)) == [nights.second.commit[:8]]
-    assert len(os.listdir(os.path.join(branch, "records", MACHINE))) == 2
+    release = ledger_commit(box, RELEASE)[:8]
+    assert commits_of(os.path.join(branch, "results", MACHINE)) == [release]
+    assert commits_of(os.path.join(branch, "latest", MACHINE)) == [release]
+    with open(os.path.join(branch, "records", MACHINE, f"{release}-{ENV}.jsonl")) as f:
+        assert len(f.readlines()) == 2  # each night's record is kept
 
 
-def test_second_night_restores_history_and_compares(nights) -> None:
+def test_second_night_restores_the_previous_one(nights, box) -> None:
     night = nights.second
-    assert commits_of(os.path.join(night.work, "previous", MACHINE)) == [nights.first.commit[:8]]
-    assert len(result_files(os.path.join(night.work, "results", MACHINE))) == 2
+    release = ledger_commit(box, RELEASE)[:8]
+    assert commits_of(os.path.join(night.work, "previous", MACHINE)) == [release]
+    assert commits_of(os.path.join(night.work, "results", MACHINE)) == [release]
     assert night.check.returncode == 0, night.check.stdout + night.check.stderr
-    assert f"fwkernels compare {nights.first.commit[:8]} {night.commit[:8]}" in night.check.summary
-    assert "track_samples_per_s" in night.check.summary and "ncf" in night.check.summary
+
+
+def with_earlier_release(nights, box, tmp_path) -> str:
+    """A copy of the second night's work directory where the earlier torch release has results
+    too: tonight's figures again, relabelled (a fixture: one Python holds one torch)."""
+    work = tmp_path / "work"
+    shutil.copytree(nights.second.work, work)
+    source, target = ledger_commit(box, RELEASE), ledger_commit(box, EARLIER)
+    for folder, suffix in (("results", ".json"), ("records", ".jsonl")):
+        with open(work / folder / MACHINE / f"{source[:8]}-{ENV}{suffix}") as f:
+            text = f.read().replace(source, target).replace(RELEASE, EARLIER)
+        (work / folder / MACHINE / f"{target[:8]}-{ENV}{suffix}").write_text(text)
+    return str(work)
+
+
+def test_check_compares_a_release_with_the_one_before(nights, box, tmp_path) -> None:
+    work = with_earlier_release(nights, box, tmp_path)
+    result = bench(box, "check", "--work", work, env={"REGRESSION_FACTOR": "1000"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"fwkernels compare {EARLIER} {RELEASE}" in result.summary
+    assert "track_samples_per_s" in result.summary and "ncf" in result.summary
 
 
 def test_store_with_nothing_new_pushes_nothing(nights, box) -> None:
@@ -175,15 +205,14 @@ def test_store_echoes_no_token(nights, box, tmp_path) -> None:
                       env={"GITHUB_TOKEN": token}))
     assert token not in result.stdout + result.stderr
     assert git("log", "-1", "--format=%s", RESULTS_BRANCH, cwd=origin) == \
-        f"Nightly results of {MACHINE} at {nights.second.commit[:8]}"
+        f"Nightly results of {MACHINE}: {RELEASE}"
 
 
 def test_check_fails_and_names_the_regressions(nights, box, tmp_path) -> None:
     """fwkernels compare's exit status and its REGRESSION rows reach the run's status, the job
     summary and an error annotation.  A stand-in `fwkernels` (this test only) plays a compare
     that finds one: two real nights on a shared CPU give no regression to rely on."""
-    work = tmp_path / "work"
-    shutil.copytree(nights.second.work, work)
+    work = with_earlier_release(nights, box, tmp_path)
     arguments = tmp_path / "arguments"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -197,13 +226,14 @@ def test_check_fails_and_names_the_regressions(nights, box, tmp_path) -> None:
         "echo '1 regression(s) beyond factor 1.2: exit status 1'\n"
         "exit 1\n")
     stand_in.chmod(0o755)
-    result = bench(box, "check", "--work", str(work), env={"REGRESSION_FACTOR": "1.2"},
+    result = bench(box, "check", "--work", work, env={"REGRESSION_FACTOR": "1.2"},
                    path=[str(bin_dir)])
     assert result.returncode == 1
     assert arguments.read_text().split() == [
-        "compare", nights.first.commit, nights.second.commit, "--results", str(work / "results"),
+        "compare", EARLIER, RELEASE, "--results", os.path.join(work, "results"),
         "--machine", MACHINE, "--format", "markdown", "--factor", "1.2"]
     [annotation] = [line for line in result.stdout.splitlines() if line.startswith("::error")]
+    assert annotation.startswith(f"::error title={RELEASE} regressed against {EARLIER}::")
     assert "samples_per_s | torch | ncf | fp32" in annotation and "forward_time" not in annotation
     assert "REGRESSION" in result.summary and "within spread" in result.summary
 
@@ -224,9 +254,11 @@ def test_pull_request_measures_base_and_head(box) -> None:
     base = git("rev-parse", "HEAD~1", cwd=box.repo)
     work = os.path.join(box.root, "pull-request")
     result = bench(box, "pull-request", "--base", base, "--head", head, "--work", work,
-                   "--config", "asv.conf.json", "--python", sys.executable,
+                   "--python", sys.executable, "--release", RELEASE,
                    env={"FWKERNELS_SELECT": "^nothing$"})
-    assert commits_of(os.path.join(work, "results", MACHINE)) == sorted([base[:8], head[:8]])
+    release = ledger_commit(box, RELEASE)[:8]
+    assert result_files(os.path.join(work, "results", MACHINE)) == [
+        f"{release}-{ENV}-base.json", f"{release}-{ENV}-head.json"]
     assert git("rev-parse", "HEAD", cwd=box.repo) == head
     assert result.returncode == 2  # fwkernels compare: A and B have no benchmark in common
     assert "no benchmark in common" in result.summary
@@ -256,3 +288,34 @@ def test_sessions_script_lists_every_nox_session() -> None:
     spec.loader.exec_module(noxfile)  # needs nox, which lint installs
     assert {"core", "lint", *noxfile.FRAMEWORK_ENVIRONMENTS} <= set(sessions)
     assert len(sessions) == len(set(sessions))
+
+
+def test_propose_pushes_discovered_releases_and_opens_a_pull_request(box, tmp_path) -> None:
+    """The nightly's propose step in its own clone (it commits there), pushing to a local bare
+    repository; a stand-in `gh` (this test only) records the pull request it is asked for."""
+    origin, clone = str(tmp_path / "origin.git"), str(tmp_path / "clone")
+    git("init", "--quiet", "--bare", origin, cwd=str(tmp_path))
+    git("clone", "--quiet", "--shared", box.repo, clone, cwd=str(tmp_path))
+    git("remote", "set-url", "origin", origin, cwd=clone)
+    work = tmp_path / "work"
+    work.mkdir()
+    with open(os.path.join(clone, "releases.toml")) as f:
+        discovered = f.read() + '\n[[mxnet.release]]\nversion = "1.9.2"\ndate = 2026-11-30\n'
+    (work / "releases.toml").write_text(discovered)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    arguments = tmp_path / "gh-arguments"
+    (bin_dir / "gh").write_text(f'#!/bin/sh\necho "$GH_TOKEN $@" > "{arguments}"\n')
+    (bin_dir / "gh").chmod(0o755)
+    environ = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                   GITHUB_TOKEN="ghs_notarealtoken", HOME=box.home)
+    command = [sys.executable, os.path.join(clone, "scripts", "ci", "bench.py"), "propose",
+               "--work", str(work)]
+    result = subprocess.run(command, cwd=clone, env=environ, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    pushed = git("show", "releases/discovered:releases.toml", cwd=origin)
+    assert pushed.strip() == discovered.strip()
+    assert arguments.read_text().split()[:7] == [
+        "ghs_notarealtoken", "pr", "create", "--base", "main", "--head", "releases/discovered"]
+    again = subprocess.run(command, cwd=clone, env=environ, capture_output=True, text=True)
+    assert "nothing to propose" in again.stdout

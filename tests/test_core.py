@@ -9,6 +9,7 @@ from fwkernels import get_framework, get_model, list_frameworks, list_models
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import CONVNET_BENCHMARKS, PYTORCH_TABLE1
 from fwkernels import suite
+from fwkernels.request import release_target
 
 
 def test_the_ten_models_of_both_papers():
@@ -76,27 +77,28 @@ def test_import_does_not_import_any_framework():
 def test_suite_parameters_follow_the_profile(monkeypatch):
     monkeypatch.delenv("FWKERNELS_PRECISIONS", raising=False)
     monkeypatch.delenv("FWKERNELS_MODELS", raising=False)
-    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch")
     monkeypatch.setenv("FWKERNELS_MODES", "default")
-    assert suite.parameters("cpu") == [["torch"], list_models(), ["fp32"]]
+    assert suite.parameters("cpu") == [["default"], list_models(), ["fp32"]]
     monkeypatch.setenv("FWKERNELS_MODES", "all")
     monkeypatch.setenv("FWKERNELS_MODELS", "resnet50")
-    frameworks, models, precisions = suite.parameters("cuda")
-    assert frameworks[0] == "torch" and "torch:compile" in frameworks
+    modes, models, precisions = suite.parameters("cuda")
+    assert modes[0] == "default" and {"compile", "xla", "imperative", "static"} <= set(modes)
+    assert "eager" not in modes and len(modes) == len(set(modes))
     assert models == ["resnet50"] and precisions == ["fp32", "tf32", "bf16"]
     monkeypatch.setenv("FWKERNELS_MODES", "tuned")
-    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch,jax,tensorflow")
-    assert suite.parameters("cuda")[0] == ["torch", "torch:compile", "torch:cudagraphs", "jax",
-                                           "tensorflow", "tensorflow:xla"]
+    assert suite.parameters("cuda")[0] == ["default", "compile", "cudagraphs", "xla", "static"]
+    monkeypatch.setenv("FWKERNELS_MODES", "default,cudagraphs")
+    assert suite.parameters("cuda")[0] == ["default", "cudagraphs"]
     monkeypatch.setenv("FWKERNELS_MODES", "fast")
-    with pytest.raises(ValueError, match="valid: default, tuned, all"):
+    with pytest.raises(ValueError, match="valid: default, tuned, all, or a comma list"):
         suite.parameters("cuda")
-    monkeypatch.setenv("FWKERNELS_MODES", "all")
-    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:compile,jax:jit")
-    assert suite.parameters("cuda")[0] == ["torch:compile", "jax"]
-    monkeypatch.setenv("FWKERNELS_FRAMEWORKS", "torch:turbo")
-    with pytest.raises(ValueError, match="valid modes: eager, channels_last, compile, cudagraphs, cudagraphs_tuned"):
-        suite.parameters("cuda")
+
+
+def test_suite_mode_is_the_installed_frameworks(monkeypatch):
+    assert release_target("torch", "default") == "torch"
+    assert release_target("torch", "compile") == "torch:compile"
+    assert "jax has no mode 'compile'" in release_target("jax", "compile").reason
+    assert "measured as mode 'default'" in release_target("torch", "eager").reason
 
 
 def test_tuned_modes_are_modes_other_than_the_default():
@@ -104,13 +106,21 @@ def test_tuned_modes_are_modes_other_than_the_default():
         assert set(info.tuned_modes) <= set(info.modes[1:]), info.name
 
 
-def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path):
+def test_suite_skips_an_environment_without_a_release(tmp_path, monkeypatch):
+    monkeypatch.delenv("FWKERNELS_RELEASE", raising=False)
+    with pytest.raises(NotImplementedError, match="no framework release is installed"):
+        suite.measured(str(tmp_path), "cpu", "default", "ncf", "fp32")
+
+
+def test_suite_skips_unavailable_frameworks_with_the_reason(tmp_path, monkeypatch):
     missing = [n for n in FRAMEWORKS if unavailable_reason(n)]
+    monkeypatch.setenv("FWKERNELS_RELEASE", f"{missing[0]}-1.0")
     with pytest.raises(NotImplementedError, match=unavailable_reason(missing[0])):
-        suite.measured(str(tmp_path), "cpu", missing[0], "ncf", "fp32")
+        suite.measured(str(tmp_path), "cpu", "default", "ncf", "fp32")
 
 
 def test_select_skips_combinations_outside_the_profile(tmp_path, monkeypatch):
     monkeypatch.setenv("FWKERNELS_SELECT", "^torch:compile/resnet50/bf16$")
+    monkeypatch.setenv("FWKERNELS_RELEASE", "torch-2.14.1")
     with pytest.raises(NotImplementedError, match="outside this profile"):
-        suite.measured(str(tmp_path), "cuda", "torch", "resnet50", "bf16")
+        suite.measured(str(tmp_path), "cuda", "default", "resnet50", "bf16")

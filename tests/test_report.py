@@ -247,7 +247,7 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
     runs = [run("a", 1, "torch"), run("b", 2, "jax")]
     assert [r.env for r in select(runs, "gpu")] == ["jaxncf"]  # default: the latest commit
     assert [r.env for r in select(runs, "gpu", "aaaa,bbbb")] == ["torchncf", "jaxncf"]
-    with pytest.raises(ResultsError, match="'cccc'; commits with results: aaaaaaaa, bbbbbbbb"):
+    with pytest.raises(ResultsError, match="'cccc'; with results: aaaaaaaa, bbbbbbbb"):
         select(runs, "gpu", "aaaa,cccc")
     assert build_report(runs, "gpu", "aaaa,bbbb").commit == "aaaaaaaa, bbbbbbbb"
     # two slices of one framework version: one row with the figures of both

@@ -1,10 +1,10 @@
-"""The request resolver: defaults, targets, and the rules every entry point shares."""
+"""The request resolver: defaults, mode_parameter, and the rules every entry point shares."""
 import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import MODELS
 from fwkernels.request import (DEFAULTS, InvalidRequest, Request, Skip, parse_target, require,
-                               resolve, split_target, target_name, targets)
+                               mode_parameter, resolve, split_target, target_name)
 
 AVAILABLE = [n for n in FRAMEWORKS if unavailable_reason(n) is None]
 MISSING = [n for n in FRAMEWORKS if unavailable_reason(n)]
@@ -74,5 +74,4 @@ def test_targets_parse_and_print_both_ways():
         parse_target("torch:jit")
     with pytest.raises(InvalidRequest, match="valid frameworks"):
         parse_target("pytorch")
-    assert targets(["torch", "jax:jit", "tensorflow"], "tuned") == [
-        "torch", "torch:compile", "torch:cudagraphs", "jax", "tensorflow", "tensorflow:xla"]
+    assert mode_parameter("tuned") == ["default", "compile", "cudagraphs", "xla", "static"]

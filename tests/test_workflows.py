@@ -137,6 +137,7 @@ def test_permissions_are_declared_per_job() -> None:
         assert isinstance(job.get("permissions"), dict), (workflow, name)
         granted = {scope for scope, level in job["permissions"].items() if level == "write"}
         allowed = {("nightly.yml", "store"): {"contents"},
+                   ("nightly.yml", "propose"): {"contents", "pull-requests"},
                    ("nightly.yml", "deploy"): {"pages", "id-token"}}.get((workflow, name), set())
         assert granted <= allowed, (workflow, name, granted)
 

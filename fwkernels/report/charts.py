@@ -12,7 +12,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from fwkernels.frameworks import FRAMEWORKS  # noqa: E402
 from fwkernels.models import MODELS  # noqa: E402
 from fwkernels.report.model import Report, Row  # noqa: E402
-from fwkernels.report.results import commits_by_date  # noqa: E402
 from fwkernels.request import split_target  # noqa: E402
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False,
@@ -115,36 +114,42 @@ def memory_bars(report: Report, forward: str, train: str, precision: str,
 
 
 def history(report: Report, benchmark: str, precision: str, models: List[str]) -> Optional[str]:
-    """Per model, one line per framework version (environment) over the machine's commits."""
-    commits = commits_by_date(report.history)
+    """Per model, one line per framework (and mode) over its releases measured on the machine,
+    x the release date (before the ledger: the commit date), each point named."""
+    import datetime
+
     panels = []
     for m in models:
-        series: Dict[Tuple[str, str], List[Tuple[int, float, float]]] = {}
+        series: Dict[str, List[Tuple[datetime.datetime, float, float, str]]] = {}
         for run in report.history:
             for target in run.targets():
                 value = run.values.get((benchmark, target, m, precision))
                 if value is None:
                     continue
-                version = run.framework_versions().get(split_target(target)[0], run.env)
-                series.setdefault((target, version), []).append(
-                    (commits.index(run.commit), value.mean, value.std or 0.0))
+                version = run.framework_versions().get(split_target(target)[0]) or run.name
+                when = datetime.datetime.fromtimestamp(run.date / 1000, datetime.timezone.utc)
+                series.setdefault(target, []).append((when, value.mean, value.std or 0.0,
+                                                      version.split()[0]))
         if series:
             panels.append((m, series))
     if not panels:
         return None
-    figure, axes = _grid(len(panels))
+    figure, axes = _grid(len(panels), width=4.2, height=2.6)
     for ax, (m, series) in zip(axes, panels):
-        for (target, version), points in sorted(series.items()):
+        for target, points in sorted(series.items()):
             points.sort()
             framework = split_target(target)[0]
-            label = Row(framework, target, version, []).label
+            label = Row(framework, target, "", []).label
             ax.errorbar([p[0] for p in points], [p[1] for p in points], yerr=[p[2] for p in points],
                         marker="o", capsize=3, label=label, color=color(framework),
                         linestyle="-" if target == framework else "--")
-        ax.set_xticks(range(len(commits)), [c[:8] for c in commits], rotation=30, fontsize=7)
+            for when, mean, _, version in points:
+                ax.annotate(version, (when, mean), textcoords="offset points", xytext=(0, 5),
+                            ha="center", fontsize=6, color=color(framework))
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         ax.set_title(MODELS[m].title)
         ax.set_ylabel(f"{MODELS[m].unit}/s")
         ax.legend(fontsize=6)
-    figure.suptitle(f"History per framework version, {precision} (x: commits, oldest first)")
+    figure.suptitle(f"Training throughput per release, {precision} (x: release date)")
     figure.tight_layout()
     return to_svg(figure)

@@ -1,12 +1,14 @@
 """``fwkernels compare A B``: two environments, machines or commits, benchmark by benchmark.
 
+    fwkernels compare torch-2.14.1 torch-2.15.0        # two releases (ledger tags)
     fwkernels compare torch2.13.0 torch2.14.1          # two environments (env name substrings)
     fwkernels compare cpu-ci h200 --factor 1.2         # two machines, their latest commits
     fwkernels compare 62d2aa7d 1a2b3c4d --machine h200 # two commits
     fwkernels compare env=jax,machine=h200 env=torch2.14,machine=h200
 
-A selector is a machine name, a commit hash prefix, an environment-name
-substring, or ``key=value`` pairs (machine, commit, env) joined by commas.
+A selector is a release (``torch-2.14.1``), a machine name, a commit hash prefix, an
+environment-name substring, or ``key=value`` pairs (machine, commit, env, release) joined by
+commas.
 The ratio is B / A; "better" and "worse" follow each unit (throughput up is
 better, time and memory down).  A difference is flagged only where it exceeds
 the measured spread (|mean B - mean A| > std A + std B over the timing
@@ -26,7 +28,7 @@ from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value
                                       commits_by_date, higher_is_better, machines)
 from fwkernels.report.table import Cell, Table
 
-SELECTOR_KEYS = ("machine", "commit", "env")
+SELECTOR_KEYS = ("machine", "commit", "env", "release")
 
 
 @dataclass
@@ -54,6 +56,8 @@ def parse_selector(text: str, runs: List[Run]) -> Dict[str, str]:
                                    f"{', '.join(SELECTOR_KEYS)}")
             keys[key] = value
         return keys
+    if any(r.release == text for r in runs):
+        return {"release": text}
     if text in machines(runs):
         return {"machine": text}
     if re.fullmatch(r"[0-9a-f]{4,40}", text) and any(r.commit.startswith(text) for r in runs):
@@ -61,7 +65,8 @@ def parse_selector(text: str, runs: List[Run]) -> Dict[str, str]:
     if any(text in r.env for r in runs):
         return {"env": text}
     raise ResultsError(
-        f"{text!r} names no machine, commit or environment of the results; machines: "
+        f"{text!r} names no release, machine, commit or environment of the results; releases: "
+        f"{', '.join(sorted({r.release for r in runs if r.release}))}; machines: "
         f"{', '.join(machines(runs))}; commits: {', '.join(c[:8] for c in commits_by_date(runs))}; "
         f"environments: {', '.join(sorted({r.env for r in runs}))}")
 
@@ -71,19 +76,20 @@ def resolve(text: str, runs: List[Run], machine: Optional[str], commit: Optional
     keys.setdefault("machine", machine or "")
     keys.setdefault("commit", commit or "")
     chosen = [r for r in runs if (not keys["machine"] or r.machine == keys["machine"])
-              and r.commit.startswith(keys["commit"]) and keys.get("env", "") in r.env]
+              and r.commit.startswith(keys["commit"]) and keys.get("env", "") in r.env
+              and keys.get("release", r.release) == r.release]
     if not chosen:
         raise ResultsError(f"selector {text!r} (with {keys}) matches no results")
     if len({r.machine for r in chosen}) > 1:
         raise ResultsError(f"selector {text!r} spans machines {', '.join(machines(chosen))}: "
                            f"name one with --machine or machine=...")
-    if not keys["commit"]:  # the machine's latest commit
+    if not keys["commit"] and "release" not in keys:  # the machine's latest commit
         latest = commits_by_date(chosen)[-1]
         chosen = [r for r in chosen if r.commit == latest]
     if len({r.commit for r in chosen}) > 1:
         raise ResultsError(f"commit prefix of {text!r} is ambiguous: "
                            f"{', '.join(sorted({r.short_commit for r in chosen}))}")
-    by_env = "env" in keys
+    by_env = "env" in keys or "release" in keys  # pair across environments and commits
     if by_env and len({r.env for r in chosen}) > 1:
         raise ResultsError(f"{text!r} matches several environments: "
                            f"{', '.join(sorted({r.env for r in chosen}))}; be more specific")

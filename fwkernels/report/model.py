@@ -12,9 +12,9 @@ from urllib.parse import quote
 
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
-from fwkernels.report.results import Run, Value, commits_by_date, select
+from fwkernels.report.results import Run, Value, run_names, select
 from fwkernels.report.table import Table
-from fwkernels.request import split_target
+from fwkernels.request import DEFAULT_MODE, split_target
 
 NOT_INSTALLED = "not installed in any environment of this run"
 
@@ -61,7 +61,7 @@ class Outcome:
 @dataclass
 class Report:
     machine: str
-    commit: str  # short hashes, comma-separated where several
+    commit: str  # the releases (before the ledger: short hashes), comma-separated
     runs: List[Run]
     rows: List[Row]
     precisions: List[str]
@@ -94,12 +94,34 @@ class Report:
                                              "profile; asv's log says why)")
         return Outcome("no result", reason="measured, but asv kept no value (see asv's log)")
 
+    def harness_note(self) -> Optional[str]:
+        """Which fwkernels commits measured the runs shown, when there are several: figures of
+        different harness versions side by side (in a table or a history graph)."""
+        by_commit: Dict[str, List[str]] = {}
+        for run in self.history:
+            for r in run.records:
+                if r.get("harness_commit") or r.get("asv_commit"):
+                    harness = (r.get("harness_commit") or r["asv_commit"])[:8]
+                    names = by_commit.setdefault(harness, [])
+                    if run.name not in names:
+                        names.append(run.name)
+        if len(by_commit) < 2:
+            return None
+        return ("The graphs mix harness versions: " + "; ".join(
+            f"fwkernels {commit} measured {', '.join(names)}"
+            for commit, names in sorted(by_commit.items())) + ".")
+
     def graph_link(self, benchmark: str, target: str, model: str, precision: str) -> Optional[str]:
         """asv's graph page of this figure, relative to the report page (one folder down)."""
         if not self.asv_links:
             return None
-        params = {"machine": self.machine, "p-framework": f"'{target}'",
-                  "p-model": f"'{model}'", "p-precision": f"'{precision}'"}
+        framework, _, mode = target.partition(":")
+        if any(run.release for run in self.runs):  # the ledger: a branch per framework
+            params = {"machine": self.machine, "branch": framework,
+                      "p-mode": f"'{mode or DEFAULT_MODE}'"}
+        else:
+            params = {"machine": self.machine, "p-framework": f"'{target}'"}
+        params.update({"p-model": f"'{model}'", "p-precision": f"'{precision}'"})
         return "../index.html#" + benchmark + "?" + "&".join(
             f"{k}={quote(v, safe='')}" for k, v in params.items())
 
@@ -115,7 +137,7 @@ def select_report(runs: List[Run], machine: str, commit: Optional[str] = None,
     chosen = select(runs, machine, commit)
     precisions = sorted({key[3] for run in chosen for key in run.attempted},
                         key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS))
-    return Report(machine=machine, commit=", ".join(c[:8] for c in commits_by_date(chosen)),
+    return Report(machine=machine, commit=", ".join(run_names(chosen)),
                   runs=chosen, rows=_rows(chosen), precisions=precisions,
                   device=_device(chosen), environment=_environment(chosen),
                   history=[r for r in runs if r.machine == machine], asv_links=asv_links)

@@ -69,8 +69,10 @@ def render_markdown(table: Table) -> str:
 
 
 def header_lines(report: Report) -> List[str]:
-    return [f"fwkernels report: machine {report.machine}, commit {report.commit}",
-            f"device: {report.device}"] + [f"environment {line}" for line in report.environment]
+    note = report.harness_note()
+    return ([f"fwkernels report: machine {report.machine}, {report.commit}",
+             f"device: {report.device}"] + [f"environment {line}" for line in report.environment]
+            + ([note] if note else []))
 
 
 def render_report_text(report: Report) -> str:

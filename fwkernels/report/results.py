@@ -6,6 +6,11 @@
 
 A ``Run`` is one such pair: one machine, one commit, one environment.  asv writes bare
 NaN / Infinity into its JSON; ``load_json`` accepts them.
+
+The commits are framework releases (fwkernels.ledger): a run's release comes from its records
+(``release``) or from the ledger's tags, and its results' first parameter is the mode ("default"
+for the framework's own). Results of the suite before the ledger, whose first parameter is the
+framework target and whose commits are fwkernels' own, still read.
 """
 from __future__ import annotations
 
@@ -18,8 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from fwkernels import record
+from fwkernels.ledger.build import DEFAULT_PATH as LEDGER_PATH
+from fwkernels.ledger.build import tags_by_commit
 from fwkernels.record import Record
-from fwkernels.request import split_target
+from fwkernels.request import DEFAULT_MODE, split_target, target_name
 
 BENCHMARK_PREFIX = "training.Training."
 THROUGHPUT = BENCHMARK_PREFIX + "track_samples_per_s"
@@ -81,10 +88,21 @@ class Run:
     attempted: Dict[Key, bool] = field(default_factory=dict)  # asv listed it (value or not)
     records: List[Record] = field(default_factory=list)
     path: str = ""
+    release: Optional[str] = None  # the ledger release of the commit, "torch-2.14.1"
 
     @property
     def short_commit(self) -> str:
         return self.commit[:8]
+
+    @property
+    def framework(self) -> Optional[str]:
+        """The framework of the run's release (None for a run before the ledger)."""
+        return self.release.rpartition("-")[0] if self.release else None
+
+    @property
+    def name(self) -> str:
+        """The release where there is one, else the commit."""
+        return self.release or self.short_commit
 
     def record(self, target: str, model: str, precision: str) -> Optional[Record]:
         """The last record of one combination in this run, or None."""
@@ -102,13 +120,19 @@ class Run:
                 if r.get("framework_version")}
 
 
-def read_result_file(path: str) -> Run:
+def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
+                     records: Optional[List[Record]] = None) -> Run:
+    """One result file; ``releases`` maps commits to release tags (the ledger's), ``records`` are
+    the run's (their ``release`` names it too)."""
     data = load_json(path)
     params = data.get("params", {})
+    commit = data.get("commit_hash", "")
+    named = [r.release for r in records or [] if r.get("release")]
     run = Run(machine=params.get("machine") or os.path.basename(os.path.dirname(path)),
-              commit=data.get("commit_hash", ""), env=data.get("env_name", ""),
+              commit=commit, env=data.get("env_name", ""),
               date=int(data.get("date") or 0), requirements=dict(data.get("requirements") or {}),
-              path=path)
+              path=path, records=list(records or []),
+              release=named[-1] if named else (releases or {}).get(commit))
     columns = data.get("result_columns", [])
     for benchmark, entry in (data.get("results") or {}).items():
         if not benchmark.startswith(BENCHMARK_PREFIX):
@@ -120,7 +144,10 @@ def read_result_file(path: str) -> Run:
         for combo, result, window in zip(combos, results, samples):
             if len(combo) != 3:
                 continue
-            key: Key = (benchmark, *(unquote(p) for p in combo))  # type: ignore[assignment]
+            first, model, precision = (unquote(p) for p in combo)
+            if run.framework:  # the mode of the release's framework
+                first = target_name(run.framework, "" if first == DEFAULT_MODE else first)
+            key: Key = (benchmark, first, model, precision)
             run.attempted[key] = True
             value = Value.from_asv(result, window)
             if value is not None:
@@ -133,14 +160,17 @@ def load_runs(results_dir: str, records_dir: Optional[str] = None) -> List[Run]:
     if not os.path.isdir(results_dir):
         raise ResultsError(f"no results directory {results_dir!r}: run the main job "
                            f"(scripts/bench) or pass --results")
-    records_dir = records_dir or os.path.join(os.path.dirname(os.path.abspath(results_dir)), "records")
+    root = os.path.dirname(os.path.abspath(results_dir))
+    records_dir = records_dir or os.path.join(root, "records")
+    releases = tags_by_commit(os.path.join(root, LEDGER_PATH))
     runs = []
     for path in sorted(glob.glob(os.path.join(results_dir, "*", "*.json"))):
         if os.path.basename(path) == "machine.json":
             continue
-        run = read_result_file(path)
         name = os.path.splitext(os.path.basename(path))[0]
-        run.records = record.read(os.path.join(records_dir, run.machine, name + ".jsonl"))
+        machine = os.path.basename(os.path.dirname(path))
+        records = record.read(os.path.join(records_dir, machine, name + ".jsonl"))
+        run = read_result_file(path, releases, records)
         add_window_spread(run)
         runs.append(run)
     return runs
@@ -187,8 +217,9 @@ def commits_by_date(runs: List[Run]) -> List[str]:
 
 
 def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str] = None) -> List[Run]:
-    """The runs of one machine at one commit (prefix; default: that machine's latest), or at
-    several (comma list: a suite run in slices at different commits)."""
+    """The runs of one machine at one commit or release (a hash prefix or a release tag such as
+    torch-2.14.1), or at several (comma list); by default the newest release of each framework
+    (before the ledger: the latest commit)."""
     if machine is not None:
         chosen = [r for r in runs if r.machine == machine]
         if not chosen:
@@ -196,14 +227,35 @@ def select(runs: List[Run], machine: Optional[str] = None, commit: Optional[str]
                                f"{', '.join(machines(runs)) or 'none'}")
         runs = chosen
     if commit:
-        prefixes = [c.strip() for c in commit.split(",") if c.strip()]
-        for prefix in prefixes:
-            if not any(r.commit.startswith(prefix) for r in runs):
-                raise ResultsError(f"no results for commit {prefix!r}; commits with results: "
-                                   f"{', '.join(c[:8] for c in commits_by_date(runs))}")
-        return [r for r in runs if any(r.commit.startswith(p) for p in prefixes)]
-    latest = commits_by_date(runs)[-1] if runs else None
-    return [r for r in runs if r.commit == latest]
+        names = [c.strip() for c in commit.split(",") if c.strip()]
+        for name in names:
+            if not any(r.release == name or r.commit.startswith(name) for r in runs):
+                raise ResultsError(f"no results for commit or release {name!r}; with results: "
+                                   f"{', '.join(run_names(runs))}")
+        return [r for r in runs if any(r.release == n or r.commit.startswith(n) for n in names)]
+    return newest(runs)
+
+
+def newest(runs: List[Run]) -> List[Run]:
+    """The runs of each framework's newest release (by release date); runs before the ledger: of
+    the latest commit."""
+    released = [r for r in runs if r.release]
+    if not released:
+        latest = commits_by_date(runs)[-1] if runs else None
+        return [r for r in runs if r.commit == latest]
+    by_framework: Dict[str, Run] = {}
+    for run in released:
+        known = by_framework.get(run.framework or "")
+        if known is None or run.date > known.date:
+            by_framework[run.framework or ""] = run
+    commits = {run.commit for run in by_framework.values()}
+    return [r for r in released if r.commit in commits]
+
+
+def run_names(runs: List[Run]) -> List[str]:
+    """Releases (or commits, before the ledger) with results, oldest first."""
+    order = {r.commit: r.name for r in runs}
+    return [order[c] for c in commits_by_date(runs)]
 
 
 def widen_benchmark_grids(results_dir: str) -> List[str]:

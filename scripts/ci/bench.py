@@ -1,19 +1,29 @@
 """The benchmark jobs of the GitHub workflows (docs/ci.md), runnable anywhere, CPU included.
 
+    bench.sh discover --work DIR                                  # nightly: new releases
+    bench.sh propose --work DIR                                   # nightly: ... as a pull request
     bench.sh measure --machine M --work DIR [--previous DIR]       # nightly, on the GPU runner
     bench.sh check --work DIR [--factor F]                         # nightly regression check
     bench.sh store --work DIR --branch-dir DIR --machine M         # nightly results -> branch
     bench.sh pull-request --base SHA --head SHA --machine M --work DIR [--factor F]
 
-Suite options: --config (asv configuration, default asv.gpu.conf.json), --python PY (run with
-`asv run -E existing:PY`, frameworks preinstalled in PY, instead of building the configuration's
-environments), --env-dir (where asv builds environments), --branch (what `asv publish` graphs).
-Defaults from the environment: --machine $ASV_MACHINE, --python $BENCH_PYTHON, --factor
-$REGRESSION_FACTOR.  The suite's profile comes from the FWKERNELS_* variables
-(benchmarks/training.py), e.g. FWKERNELS_DEVICE=cuda.  Regressions are judged by
-`fwkernels compare` (direction per unit, flagged beyond the measured spread and the factor).
+asv's commits are framework releases (the release ledger, docs/releases.md). `measure` runs the
+releases of the work directory's releases.toml (the discovered one, else the repository's) that
+have no results on the machine yet, and the newest release of each framework again; `check`
+compares each release measured with the release before it of the same framework and fails
+naming the release that regressed.
+
+Suite options: --config (asv configuration, default asv.conf.json), --python PY with --release
+TAG... (run with `asv run -E existing:PY`, those releases preinstalled in PY, instead of
+installing each release), --env-dir (where asv builds environments), --framework NAME (only
+these frameworks' releases). Defaults from the environment: --machine $ASV_MACHINE, --python
+$BENCH_PYTHON, --release $BENCH_RELEASES (space-separated), --factor $REGRESSION_FACTOR. The
+suite's profile comes from the FWKERNELS_* variables (benchmarks/training.py), e.g.
+FWKERNELS_DEVICE=cuda. Regressions are judged by `fwkernels compare` (direction per unit,
+flagged beyond the measured spread and the factor).
 
 A work directory has the layout of the results branch:
+    releases.toml            the releases measured (discover writes it; measure copies it)
     asv.conf.json            generated: the chosen configuration, results kept here
     results/<machine>/       asv results, earlier nights included (what `asv publish` graphs)
     records/<machine>/       fwkernels' full records of every measurement
@@ -26,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import glob
 import hashlib
 import json
 import os
@@ -35,6 +46,7 @@ import sys
 from typing import Dict, List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LEDGER = os.path.join(ROOT, ".asv", "ledger")
 
 
 # ---------------------------------------------------------------- helpers
@@ -80,8 +92,8 @@ def fingerprints(directory: str) -> Dict[str, str]:
 
 # ---------------------------------------------------------------- asv
 
-def write_config(source: str, work: str, env_dir: Optional[str], branch: str) -> str:
-    """work/asv.conf.json: `source` with results and site in `work`, repository and suite here."""
+def write_config(source: str, work: str, env_dir: Optional[str]) -> str:
+    """work/asv.conf.json: `source` with results and site in `work`, the ledger and suite here."""
     from asv.util import load_json  # the tools venv's asv reads the comments of asv.conf.json
 
     path = os.path.join(ROOT, source)
@@ -89,9 +101,10 @@ def write_config(source: str, work: str, env_dir: Optional[str], branch: str) ->
         choices = sorted(n for n in os.listdir(ROOT) if n.startswith("asv.") and n.endswith(".json"))
         sys.exit(f"no asv configuration {source!r} here; choose one of: {', '.join(choices)}")
     conf = load_json(path, js_comments=True)
-    conf.update(repo=ROOT, branches=[branch], results_dir="results", html_dir="html",
+    conf.update(repo=LEDGER, results_dir="results", html_dir="html",
                 benchmark_dir=os.path.join(ROOT, conf["benchmark_dir"]),
-                env_dir=os.path.abspath(env_dir or os.path.join(ROOT, conf["env_dir"])))
+                env_dir=os.path.abspath(env_dir or os.path.join(ROOT, conf["env_dir"])),
+                install_command=[f"in-dir={ROOT} python -m fwkernels.ledger.install {{build_dir}}"])
     os.makedirs(work, exist_ok=True)
     config = os.path.join(work, "asv.conf.json")
     with open(config, "w") as f:
@@ -104,37 +117,108 @@ def asv(config: str, *args: str, check: bool = True, env: Optional[Dict[str, str
                env={**os.environ, **(env or {})})
 
 
-def existing_environment(python: str, commit: str) -> Dict[str, str]:
+def fwkernels(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(["fwkernels", *args], text=True, capture_output=True, **kwargs)
+    print(result.stderr, file=sys.stderr, end="")
+    if check and result.returncode != 0:
+        sys.exit(f"fwkernels {' '.join(args)} exited with status {result.returncode}")
+    return result
+
+
+def releases_file(work: str) -> str:
+    """The work directory's releases.toml (discovered tonight), else a copy of the repository's."""
+    path = os.path.join(work, "releases.toml")
+    if not os.path.exists(path):
+        os.makedirs(work, exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, "releases.toml"), path)
+    return path
+
+
+def build_ledger(work: str) -> Dict[str, str]:
+    """The ledger of the work directory's releases; returns commit hash -> release tag."""
+    fwkernels("ledger", "build", "--releases", releases_file(work), "--ledger", LEDGER)
+    listed = fwkernels("ledger", "commits", "--releases", releases_file(work), "--ledger", LEDGER,
+                       "--python", "any").stdout.split()  # every release, whatever its Python
+    tags = fwkernels("ledger", "commits", "--tags", "--releases", releases_file(work),
+                     "--ledger", LEDGER, "--python", "any").stdout.split()
+    return dict(zip(listed, tags))
+
+
+def measured_commits(directory: str) -> List[str]:
+    """The commits of the asv result files in a directory."""
+    commits = []
+    for name in fingerprints(directory):
+        with open(os.path.join(directory, name)) as f:
+            commits.append(json.load(f)["commit_hash"])  # json reads asv's bare NaN too
+    return sorted(set(commits))
+
+
+def releases_to_measure(args: argparse.Namespace, work: str, tags: Dict[str, str],
+                        new: bool = True) -> List[str]:
+    """--release's, or each framework's newest release and (``new``) the releases without
+    results on the machine."""
+    if args.python:
+        if not args.release:
+            sys.exit("--python measures the releases installed there: name them with --release "
+                     "(or BENCH_RELEASES)")
+        unknown = [r for r in args.release if r not in tags.values()]
+        if unknown:
+            sys.exit(f"not releases of the ledger: {', '.join(unknown)}; releases: "
+                     f"{', '.join(tags.values())}")
+        return list(args.release)
+    options = [x for name in args.framework for x in ("--framework", name)]
+    installable = fwkernels("ledger", "commits", "--tags", "--releases", releases_file(work),
+                            "--ledger", LEDGER, *options).stdout.split()
+    newest = fwkernels("ledger", "commits", "--tags", "--last", "1", "--releases",
+                       releases_file(work), "--ledger", LEDGER, *options).stdout.split()
+    done = {tags.get(c) for c in measured_commits(os.path.join(work, "results", args.machine))}
+    return [t for t in installable if (new and t not in done) or t in newest]
+
+
+def existing_environment(python: str, commit: str, release: str) -> Dict[str, str]:
     """What the suite needs in an `-E existing` environment, to which asv passes our environment
-    but not its ASV_COMMIT and ASV_ENV_NAME: the commit and asv's name of the environment (they
-    name the records file beside asv's result file, fwkernels/suite.py), and fwkernels from this
-    checkout first on the path (asv's benchmark process honours ASV_PYTHONPATH; the measurement
-    workers it starts, PYTHONPATH)."""
+    but not its ASV_COMMIT and ASV_ENV_NAME: the release, its commit and asv's name of the
+    environment (they name the records file beside asv's result file, fwkernels/suite.py), and
+    fwkernels from this checkout first on the path (asv's benchmark process honours
+    ASV_PYTHONPATH; the measurement workers it starts, PYTHONPATH)."""
     from asv.environment import get_env_name
 
     executable = os.path.abspath(shutil.which(python) or python)
     name = get_env_name("existing", executable.replace(os.path.sep, "_"), {}, {})
     path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
-    return {"FWKERNELS_COMMIT": commit, "FWKERNELS_ENV_NAME": name,
+    return {"FWKERNELS_RELEASE": release, "FWKERNELS_COMMIT": commit, "FWKERNELS_ENV_NAME": name,
             "ASV_PYTHONPATH": path, "PYTHONPATH": path}
 
 
-def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
-    """Run the suite for one commit into work/results; the files it wrote go to work/latest.
+def measure_releases(args: argparse.Namespace, work: str, releases: List[str]) -> int:
+    """Run the suite for releases into work/results; the files it wrote go to work/latest.
 
     Returns asv run's exit status: non-zero when a benchmark failed (recorded, kept)."""
-    config = write_config(args.config, work, args.env_dir, args.branch)
+    config = write_config(args.config, work, args.env_dir)
+    commits = {tag: commit for commit, tag in build_ledger(work).items()}
     machine_dir = os.path.join(work, "results", args.machine)
     before = fingerprints(machine_dir)
     asv(config, "machine", "--yes", "--machine", args.machine)
     options = ["--machine", args.machine, "--record-samples", "--show-stderr"]
     env = {"FWKERNELS_MACHINE": args.machine, "FWKERNELS_RECORDS_DIR": os.path.join(work, "records")}
+    status = 0
     if args.python:
-        options += ["-E", f"existing:{args.python}", "--set-commit-hash", commit]
-        env.update(existing_environment(args.python, commit))
-    else:
-        options.append(f"{commit}^!")
-    status = asv(config, "run", *options, check=False, env=env)
+        for release in releases:
+            commit = commits[release]
+            status = asv(config, "run", *options, "-E", f"existing:{args.python}",
+                         "--set-commit-hash", commit, check=False,
+                         env={**env, **existing_environment(args.python, commit, release)}) or status
+        version = subprocess.run([args.python, "-c", "import sys; print('%d.%d' % "
+                                  "sys.version_info[:2])"], capture_output=True, text=True)
+        fwkernels("ledger", "fold", "--results", os.path.join(work, "results"), "--records",
+                  os.path.join(work, "records"), "--machine", args.machine, "--env",
+                  f"existing-py{version.stdout.strip()}", "--releases", releases_file(work),
+                  "--ledger", LEDGER)
+    elif releases:
+        hashes = os.path.join(work, "ledger-commits")
+        with open(hashes, "w") as f:
+            f.write("".join(commits[r] + "\n" for r in releases))
+        status = asv(config, "run", *options, f"HASHFILE:{hashes}", check=False, env=env)
     after = fingerprints(machine_dir)
     written = [name for name in after if before.get(name) != after[name]]
     latest = os.path.join(work, "latest", args.machine)
@@ -152,58 +236,86 @@ def measure_commit(args: argparse.Namespace, work: str, commit: str) -> int:
 def publish(work: str, machine: str) -> None:
     """asv publish, then fwkernels report: terminal table to the job summary, pages to the site."""
     # earlier nights' parameter grids stay published
-    subprocess.run(["fwkernels", "widen-grids", os.path.join(work, "results")], check=True)
+    fwkernels("widen-grids", os.path.join(work, "results"))
     asv(os.path.join(work, "asv.conf.json"), "publish")
-    report = subprocess.run(["fwkernels", "report", "--results", os.path.join(work, "results"),
-                             "--machine", machine, "--html-dir", os.path.join(work, "html")],
-                            capture_output=True, text=True)
-    print(report.stderr, file=sys.stderr, end="")
+    report = fwkernels("report", "--results", os.path.join(work, "results"), "--machine", machine,
+                       "--html-dir", os.path.join(work, "html"), check=False)
     table = (report.stdout or report.stderr).rstrip()
     summary(f"### fwkernels report, machine {machine}\n\n```text\n{table}\n```\n")
     if report.returncode != 0:
         sys.exit(f"fwkernels report exited with status {report.returncode}")
 
 
-def commit_of(directory: str) -> Optional[str]:
-    """The commit of the asv result files in a directory (None: no results there)."""
-    commits = set()
-    for name in fingerprints(directory):
-        with open(os.path.join(directory, name)) as f:
-            commits.add(json.load(f)["commit_hash"])  # json reads asv's bare NaN too
-    if len(commits) > 1:
-        sys.exit(f"{directory} holds results of several commits: {', '.join(sorted(commits))}")
-    return commits.pop() if commits else None
-
-
-def compare(work: str, machine: str, a: str, b: str, factor: Optional[str]) -> int:
-    """fwkernels compare of commits a and b (work/results): its table to the job summary, and
-    the regressions beyond `factor` named in an error annotation."""
-    result = subprocess.run(
-        ["fwkernels", "compare", a, b, "--results", os.path.join(work, "results"),
-         "--machine", machine, "--format", "markdown", *(["--factor", factor] if factor else [])],
-        capture_output=True, text=True)
-    print(result.stderr, file=sys.stderr, end="")
-    summary(f"### fwkernels compare {a[:8]} {b[:8]} (machine {machine})\n\n"
+def compare(work: str, machine: str, a: str, b: str, factor: Optional[str],
+            title: str) -> int:
+    """fwkernels compare of two selectors (work/results): its table to the job summary, and
+    the regressions beyond `factor` named in an error annotation titled `title`."""
+    result = fwkernels("compare", a, b, "--results", os.path.join(work, "results"), "--machine",
+                       machine, "--format", "markdown", *(["--factor", factor] if factor else []),
+                       check=False)
+    summary(f"### fwkernels compare {a} {b} (machine {machine})\n\n"
             f"{result.stdout or result.stderr}\n")
     if result.returncode != 0:
         flagged = [line for line in result.stdout.splitlines() if "REGRESSION" in line]
         text = "\n".join(flagged) or result.stderr.strip() or result.stdout.strip()
-        print(f"::error title=Regressions, fwkernels compare {a[:8]} {b[:8]}::"
-              + text.replace("%", "%25").replace("\n", "%0A"))
+        print(f"::error title={title}::" + text.replace("%", "%25").replace("\n", "%0A"))
     return result.returncode
 
 
 # ---------------------------------------------------------------- steps
 
+def cmd_discover(args: argparse.Namespace) -> int:
+    """Nightly: releases newer than the tracked ones, into work/releases.toml (the registry out
+    of reach: said, nothing changed, the night goes on with the tracked releases)."""
+    work = os.path.abspath(args.work)
+    path = releases_file(work)
+    result = fwkernels("ledger", "discover", "--releases", path, check=False)
+    summary(f"### New framework releases\n\n```text\n{result.stdout}{result.stderr}```\n")
+    if result.returncode != 0:
+        print(f"::warning title=Release discovery::{result.stderr.strip() or result.stdout}")
+    return 0
+
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    """Nightly: the discovered releases (work/releases.toml) as a pull request to the default
+    branch, on the branch `releases/discovered` (force-pushed: one open proposal at a time)."""
+    work = os.path.abspath(args.work)
+    proposed = os.path.join(work, "releases.toml")
+    current = os.path.join(ROOT, "releases.toml")
+    with open(proposed) as f, open(current) as g:
+        if f.read() == g.read():
+            print("no new release: nothing to propose")
+            return 0
+    shutil.copy2(proposed, current)
+    branch = "releases/discovered"
+    git("checkout", "--quiet", "-B", branch)
+    git("add", "releases.toml")
+    git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
+        "commit", "--quiet", "-m", "releases.toml: new framework releases found by the nightly")
+    status = run(["git", "push", "--quiet", "--force", "origin", f"HEAD:refs/heads/{branch}"],
+                 cwd=ROOT, env=token_environment(), check=False)
+    if status != 0:
+        return status
+    body = ("The nightly's `fwkernels ledger discover` found these releases; the night measured "
+            "them already (the site and the results branch have them). Merge to track them.")
+    return run(["gh", "pr", "create", "--base", args.base, "--head", branch, "--title",
+                "New framework releases", "--body", body], cwd=ROOT, check=False,
+               env=token_environment(gh=True))
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
-    """Nightly: earlier nights restored, the suite run for HEAD, the site published."""
+    """Nightly: earlier nights restored, new releases and each framework's newest measured,
+    the site published."""
     work = os.path.abspath(args.work)
     if args.previous:
         for sub in ("results", "records"):
             copy_tree(os.path.join(args.previous, sub), os.path.join(work, sub))
         copy_tree(os.path.join(args.previous, "latest", args.machine),
                   os.path.join(work, "previous", args.machine))
-    status = measure_commit(args, work, git("rev-parse", "HEAD"))
+    tags = build_ledger(work)
+    releases = releases_to_measure(args, work, tags)
+    summary(f"Releases measured tonight on {args.machine}: {', '.join(releases)}\n")
+    status = measure_releases(args, work, releases)
     publish(work, args.machine)
     if status != 0:
         print(f"::warning title=asv run::asv run exited with status {status}: some benchmarks "
@@ -212,29 +324,63 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Nightly: fail on a regression against the previous night, or on failed benchmarks."""
+    """Nightly: each release measured tonight against the release before it of the same
+    framework (fail naming a release that regressed), and fail on failed benchmarks."""
     work = os.path.abspath(args.work)
     machines = os.listdir(os.path.join(work, "latest"))
     if len(machines) != 1:
         sys.exit(f"{work}/latest should hold one machine's results, not {machines}")
     machine = machines[0]
-    previous = commit_of(os.path.join(work, "previous", machine))
-    tonight = commit_of(os.path.join(work, "latest", machine))
-    if previous is None:
-        summary("No previous night on the results branch: nothing to compare against yet.\n")
-        status = 0
-    elif previous == tonight:
-        summary(f"main has not moved since the previous night ({tonight[:8]}): tonight's figures "
-                "replace that commit's, and there is no other commit to compare against.\n")
-        status = 0
-    else:
-        status = compare(work, machine, previous, tonight, args.factor)
+    tags = build_ledger(work)
+    order = fwkernels("ledger", "commits", "--tags", "--releases", releases_file(work),
+                      "--ledger", LEDGER, "--python", "any").stdout.split()
+    measured = {tags[c] for c in measured_commits(os.path.join(work, "results", machine))
+                if c in tags}
+    status = 0
+    for release in sorted({tags[c] for c in measured_commits(os.path.join(work, "latest", machine))
+                           if c in tags}, key=order.index):
+        framework = release.rpartition("-")[0]
+        earlier = [t for t in order[:order.index(release)]
+                   if t.rpartition("-")[0] == framework and t in measured]
+        if not earlier:
+            summary(f"{release}: no earlier {framework} release measured on {machine}: nothing "
+                    "to compare it with.\n")
+            continue
+        status = compare(work, machine, earlier[-1], release, args.factor,
+                         f"{release} regressed against {earlier[-1]}") or status
     with open(os.path.join(work, "asv-run-status")) as f:
         asv_status = int(f.read())
     if asv_status != 0:
         summary(f"asv run exited with status {asv_status}: the failed benchmarks are named in the "
                 "measure job's report and their reasons are in records/.\n")
     return status or asv_status
+
+
+def release_names(directory: str, work: str) -> List[str]:
+    """The releases of the result files in a directory, as their records name them."""
+    names = []
+    for name in fingerprints(directory):
+        path = os.path.join(work, "records", os.path.basename(directory), name[:-5] + ".jsonl")
+        releases = []
+        if os.path.exists(path):
+            with open(path) as f:
+                releases = [json.loads(line).get("release") for line in f if line.strip()]
+        names.append(next((r for r in reversed(releases) if r), name[:8]))
+    return sorted(set(names))
+
+
+def token_environment(gh: bool = False) -> Dict[str, str]:
+    """This environment, GITHUB_TOKEN moved where git (or gh) takes it, never onto a command line."""
+    env = dict(os.environ)
+    token = env.pop("GITHUB_TOKEN", "")
+    if token and gh:
+        env["GH_TOKEN"] = token
+    elif token:  # as actions/checkout does it
+        header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        print(f"::add-mask::{header}")
+        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.https://github.com/.extraheader",
+                   GIT_CONFIG_VALUE_0=f"AUTHORIZATION: basic {header}")
+    return env
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -249,24 +395,17 @@ def cmd_store(args: argparse.Namespace) -> int:
     if not git("status", "--porcelain", cwd=branch_dir):
         print("nothing new to store")
         return 0
-    commit = commit_of(latest) or "unknown"
-    message = f"Nightly results of {args.machine} at {commit[:8]}"
+    message = f"Nightly results of {args.machine}: {', '.join(release_names(latest, work)) or 'none'}"
     git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
         "commit", "--quiet", "-m", message, cwd=branch_dir)
-    env = dict(os.environ)
-    token = env.pop("GITHUB_TOKEN", "")
-    if token:  # as actions/checkout does it, in the environment, never on a command line
-        header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        print(f"::add-mask::{header}")
-        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.https://github.com/.extraheader",
-                   GIT_CONFIG_VALUE_0=f"AUTHORIZATION: basic {header}")
     branch = git("rev-parse", "--abbrev-ref", "HEAD", cwd=branch_dir)
     return run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
-               cwd=branch_dir, env=env)
+               cwd=branch_dir, env=token_environment())
 
 
 def cmd_pull_request(args: argparse.Namespace) -> int:
-    """The suite at the base and at the head of a pull request, then compared."""
+    """The same releases measured by the harness at the base and at the head of a pull request
+    (each framework's newest, or --release's), then compared release by release."""
     if git("status", "--porcelain", "--untracked-files=no"):
         sys.exit("the checkout has local changes: pull-request checks out the base and the head")
     work = os.path.abspath(args.work)
@@ -274,17 +413,47 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
     base, head = git("rev-parse", args.base), git("rev-parse", args.head)
     if base == head:
         sys.exit(f"base and head are the same commit {base[:8]}: nothing to compare")
+    releases_file(work)
+    tags = build_ledger(work)
+    releases = releases_to_measure(args, work, tags, new=False)
     try:
-        for commit in (base, head):
+        for side, commit in (("base", base), ("head", head)):
             git("checkout", "--quiet", "--detach", commit)
-            asv_status = measure_commit(args, work, commit)
+            side_work = os.path.join(work, side)
+            shutil.copy2(releases_file(work), releases_file(side_work))
+            asv_status = measure_releases(args, side_work, releases)
+            label(side_work, os.path.join(work, "results"), os.path.join(work, "records"), side)
     finally:
         git("checkout", "--quiet", "--detach", original)
-    status = compare(work, args.machine, base, head, args.factor)
+    status = 0
+    for release in releases:
+        status = compare(work, args.machine, f"release={release},env=-base",
+                         f"release={release},env=-head", args.factor,
+                         f"{release}: the head measures a regression") or status
     if asv_status != 0:
         summary(f"asv run at the head exited with status {asv_status}: some benchmarks failed "
                 "(their reasons are in the records of the work directory).\n")
     return status or asv_status
+
+
+def label(side_work: str, results: str, records: str, side: str) -> None:
+    """A side's results and records, their environment named -<side>, into the shared folders."""
+    for path in glob.glob(os.path.join(side_work, "results", "*", "*.json")):
+        if os.path.basename(path) == "machine.json":
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        old = data["env_name"]
+        data["env_name"] = f"{old}-{side}"
+        machine = os.path.basename(os.path.dirname(path))
+        name = os.path.basename(path).replace(old, data["env_name"])
+        os.makedirs(os.path.join(results, machine), exist_ok=True)
+        with open(os.path.join(results, machine, name), "w") as f:
+            json.dump(data, f)
+        source = os.path.join(side_work, "records", machine, os.path.basename(path)[:-5] + ".jsonl")
+        if os.path.exists(source):
+            os.makedirs(os.path.join(records, machine), exist_ok=True)
+            shutil.copy2(source, os.path.join(records, machine, name[:-5] + ".jsonl"))
 
 
 # ---------------------------------------------------------------- command line
@@ -301,17 +470,31 @@ def build_parser() -> argparse.ArgumentParser:
     def suite_options(p: argparse.ArgumentParser) -> None:
         machine_option(p)
         p.add_argument("--work", required=True, help="work directory (layout: see the docstring)")
-        p.add_argument("--config", default="asv.gpu.conf.json", help="asv configuration")
+        p.add_argument("--config", default="asv.conf.json", help="asv configuration")
         p.add_argument("--python", default=os.environ.get("BENCH_PYTHON") or None,
-                       help="run with asv -E existing:PYTHON, frameworks preinstalled there "
-                            "(default: $BENCH_PYTHON; unset: the configuration's environments)")
+                       help="run with asv -E existing:PYTHON, the --release releases preinstalled "
+                            "there (default: $BENCH_PYTHON; unset: install each release)")
+        p.add_argument("--release", action="append",
+                       default=os.environ.get("BENCH_RELEASES", "").split(),
+                       help="with --python: a release installed there, e.g. torch-2.11.0 "
+                            "(repeatable; default: $BENCH_RELEASES)")
+        p.add_argument("--framework", action="append", default=[],
+                       help="only this framework's releases (repeatable)")
         p.add_argument("--env-dir", help="where asv builds environments (default: the config's)")
-        p.add_argument("--branch", default="main", help="branch that asv publish graphs")
 
     def factor_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--factor", default=os.environ.get("REGRESSION_FACTOR") or None,
                        help="fail on a regression beyond this factor (default: $REGRESSION_FACTOR, "
                             "else fwkernels compare's default)")
+
+    p = sub.add_parser("discover", help=cmd_discover.__doc__)
+    p.add_argument("--work", required=True, help="work directory (layout: see the docstring)")
+    p.set_defaults(func=cmd_discover)
+
+    p = sub.add_parser("propose", help=cmd_propose.__doc__)
+    p.add_argument("--work", required=True, help="the work directory of discover")
+    p.add_argument("--base", default="main", help="the branch the pull request targets")
+    p.set_defaults(func=cmd_propose)
 
     p = sub.add_parser("measure", help=cmd_measure.__doc__)
     suite_options(p)

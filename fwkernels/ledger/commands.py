@@ -1,0 +1,93 @@
+"""``fwkernels ledger``: build the release ledger, discover new releases, list release commits
+(the subcommands are registered in fwkernels.cli)."""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from typing import Dict, List
+
+from fwkernels.ledger import build, releases
+from fwkernels.ledger.releases import LedgerError, TrackedFramework
+
+
+def selected(args: argparse.Namespace) -> Dict[str, TrackedFramework]:
+    tracked = releases.load(args.releases)
+    unknown = [name for name in args.framework if name not in tracked]
+    if unknown:
+        raise LedgerError(f"{', '.join(unknown)} not in {args.releases}; frameworks there: "
+                          f"{', '.join(tracked)}")
+    return {n: t for n, t in tracked.items() if not args.framework or n in args.framework}
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    tracked = releases.load(args.releases)
+    for name, commits in build.build(tracked, args.ledger).items():
+        listed = ", ".join(f"{tag.rpartition('-')[2]} {sha[:8]}" for tag, sha in commits)
+        print(f"{name:<17} {listed}")
+    print(f"ledger: {args.ledger}")
+    return 0
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from fwkernels.ledger.discover import Registry, discover
+
+    tracked = releases.load(args.releases)
+    chosen = selected(args)
+    registry = Registry()
+    print(f"registry: {registry.index_url}")
+    findings = {name: discover(framework, registry) for name, framework in chosen.items()}
+    added = 0
+    for name, found in findings.items():
+        for release in found.added:
+            pins = ", ".join(f"{p} {v}" for p, v in release.pins.items())
+            print(f"{name} {release.version}: released {release.date}"
+                  + (f"; with {pins}" if pins else ""))
+        for skipped in found.skipped:
+            print(f"{name} {skipped.version}: skipped, {skipped.reason}")
+        if not found.added and not found.skipped:
+            newest = tracked[name].newest
+            print(f"{name}: nothing newer than {newest.version if newest else 'nothing'}")
+        tracked[name].releases.extend(found.added)
+        added += len(found.added)
+    if added and not args.dry_run:
+        releases.dump(tracked, args.releases)
+        print(f"{added} release(s) added to {args.releases}; `fwkernels ledger build` next")
+    return 0
+
+
+def cmd_commits(args: argparse.Namespace) -> int:
+    if args.last < 0:
+        raise LedgerError(f"--last must be >= 0, got {args.last}")
+    lines: List[str] = []
+    for framework in selected(args).values():
+        installable = [r for r in framework.releases
+                       if args.python == "any" or r.installs_on(args.python)]
+        for release in framework.releases:
+            if release not in installable:
+                print(f"{release.tag}: left out, it installs on Python {release.python}, not "
+                      f"{args.python}", file=sys.stderr)
+        chosen = installable[-args.last:] if args.last else installable
+        for release in chosen:
+            lines.append(release.tag if args.tags else build.resolve(args.ledger, release.tag))
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_fold(args: argparse.Namespace) -> int:
+    from fwkernels.ledger.fold import fold
+
+    tracked = releases.load(args.releases)
+    machines = [args.machine] if args.machine else sorted(
+        d for d in os.listdir(args.results) if os.path.isdir(os.path.join(args.results, d)))
+    for machine in machines:
+        written = fold(args.results, args.records, machine, args.env, tracked, args.ledger)
+        for path in written:
+            print(f"wrote {path}")
+        if not written:
+            print(f"{machine}: nothing to fold")
+    if os.path.exists(os.path.join(args.results, "benchmarks.json")):
+        from fwkernels.ledger.fold import rename_parameters
+        rename_parameters(os.path.join(args.results, "benchmarks.json"))
+    return 0

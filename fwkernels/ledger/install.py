@@ -1,0 +1,146 @@
+"""asv's install step for a ledger commit, run with the Python of asv's environment:
+
+    python -m fwkernels.ledger.install BUILD_DIR      (asv.conf.json's install_command)
+
+Every release gets the same clean environment: whatever an earlier release installed is removed
+first (everything that was not there when asv created the environment), then the release's exact
+pins are installed (``release.json`` of the commit, CPU or CUDA packages by FWKERNELS_DEVICE),
+then fwkernels itself from the checkout that runs asv (editable, no dependencies). What was
+installed is written to ``<environment>/fwkernels-release.json``, which the suite reads.
+
+A pip constraint file (PIP_CONSTRAINT, or a pip.conf that caps a framework) is not applied: the
+ledger's exact pins are the point, and a cap could only make a tracked release fail to install.
+A release that fails to install fails this step with pip's reason; asv records the commit as
+failed and goes on with the next one.
+
+Standard library only: this runs before anything but asv's own packages is installed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from typing import Dict, List, Optional
+
+MARKER = "fwkernels-release.json"
+BASELINE = "fwkernels-ledger-baseline.json"
+HARNESS = "fwkernels"
+
+
+def installed_distributions() -> Dict[str, str]:
+    """Normalised distribution name -> version, of this Python's environment."""
+    out = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            out[normalise(name)] = dist.version
+    return out
+
+
+def normalise(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def pip(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PIP_CONSTRAINT=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return subprocess.run([sys.executable, "-m", "pip", *args], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def baseline(prefix: str) -> List[str]:
+    """The distributions asv put in the environment, recorded the first time this step runs."""
+    path = os.path.join(prefix, BASELINE)
+    if not os.path.exists(path):
+        names = sorted(n for n in installed_distributions() if n != HARNESS)
+        with open(path, "w") as f:
+            json.dump(names, f, indent=1)
+    with open(path) as f:
+        return json.load(f)
+
+
+def clean(prefix: str) -> List[str]:
+    """Remove what earlier releases installed; returns the names removed."""
+    keep = set(baseline(prefix))
+    extra = sorted(n for n in installed_distributions() if n not in keep)
+    marker = os.path.join(prefix, MARKER)
+    if os.path.exists(marker):
+        os.remove(marker)
+    if extra:
+        result = pip("uninstall", "-y", *extra)
+        if result.returncode != 0:
+            raise SystemExit(f"could not remove the previous release's packages "
+                             f"({', '.join(extra)}):\n{result.stdout[-3000:]}")
+    return extra
+
+
+def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str, object]:
+    with open(os.path.join(build_dir, "release.json")) as f:
+        release = json.load(f)
+    name = f"{release['framework']} {release['version']}"
+    requirements = release["requirements"].get(device)
+    if not requirements:
+        raise SystemExit(f"{name} has no requirements for device {device!r}; devices: "
+                         f"{', '.join(release['requirements'])}")
+    python = platform.python_version()
+    if release.get("python") and not _admits(release["python"], python):
+        raise SystemExit(f"{name} installs on Python {release['python']}; this environment has "
+                         f"Python {python}")
+    prefix = sys.prefix
+    removed = clean(prefix)
+    print(f"{name}: removed {len(removed)} packages of the previous release", flush=True)
+    result = pip("install", *requirements)
+    print(result.stdout[-5000:], flush=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{name} failed to install ({' '.join(requirements)}): "
+                         f"{_last_error(result.stdout)}")
+    if harness_dir:
+        result = pip("install", "--no-deps", "--no-build-isolation", "-e", harness_dir)
+        if result.returncode != 0:
+            raise SystemExit(f"fwkernels from {harness_dir} failed to install:\n"
+                             f"{result.stdout[-3000:]}")
+    versions = installed_distributions()
+    record = dict(release, device=device, installed={
+        requirement.split("===")[0]: versions.get(normalise(requirement.split("===")[0]
+                                                            .split("[")[0]))
+        for requirement in requirements})
+    with open(os.path.join(prefix, MARKER), "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    return record
+
+
+def _admits(specifier: str, python: str) -> bool:
+    try:  # packaging comes with asv's own `build`; without it pip says no further down
+        from packaging.specifiers import SpecifierSet
+    except ImportError:
+        return True
+    return python in SpecifierSet(specifier)
+
+
+def checkout() -> str:
+    """The fwkernels checkout this module runs from (the harness installed beside the release)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+
+def _last_error(output: str) -> str:
+    errors = [line.removeprefix("ERROR: ") for line in output.splitlines()
+              if line.startswith("ERROR")]
+    return " ".join(errors[-2:]) or (output.strip().splitlines() or ["pip failed"])[-1]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m fwkernels.ledger.install BUILD_DIR", file=sys.stderr)
+        return 2
+    device = os.environ.get("FWKERNELS_DEVICE", "cpu")
+    record = install(argv[0], device, checkout())
+    print(f"installed {record['framework']} {record['version']} for {device}: "
+          f"{', '.join(f'{k} {v}' for k, v in record['installed'].items())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

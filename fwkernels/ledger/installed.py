@@ -1,0 +1,55 @@
+"""Which release the suite measures in this environment (standard library only).
+
+In an environment asv built from the ledger, the install step wrote
+``<environment>/fwkernels-release.json``. In one asv did not build (``asv run -E existing`` on a
+machine whose Python already holds the frameworks), FWKERNELS_RELEASE names the release
+(``torch-2.11.0``), and the framework's installed version must be that release's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+from fwkernels.ledger.install import MARKER
+
+VARIABLE = "FWKERNELS_RELEASE"
+
+
+@dataclass(frozen=True)
+class InstalledRelease:
+    framework: str
+    version: str
+    source: str  # how this environment got it: "ledger install" or "FWKERNELS_RELEASE"
+    installed: Dict[str, Optional[str]] = field(default_factory=dict)
+
+    @property
+    def tag(self) -> str:
+        return f"{self.framework}-{self.version}"
+
+
+def installed_release() -> Optional[InstalledRelease]:
+    """The release installed here, or None when neither the marker nor the variable is set."""
+    named = os.environ.get(VARIABLE, "").strip()
+    if named:
+        framework, _, version = named.rpartition("-")
+        if not framework or not version:
+            raise ValueError(f"{VARIABLE}={named!r} must name a release as <framework>-<version>, "
+                             "e.g. torch-2.11.0")
+        return InstalledRelease(framework, version, VARIABLE)
+    path = os.path.join(sys.prefix, MARKER)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    return InstalledRelease(data["framework"], data["version"], "ledger install",
+                            data.get("installed", {}))
+
+
+def matches(release_version: str, framework_version: str) -> bool:
+    """Whether a framework's reported version is the release's: "2.11.0+cu130" is 2.11.0,
+    "3.15.1 (jax 0.11.2)" (Keras with its backend) is 3.15.1."""
+    reported = framework_version.split()[0] if framework_version else ""
+    return reported == release_version or reported.startswith(release_version + "+")

@@ -1,0 +1,225 @@
+"""The release ledger: the releases file, the deterministic ledger, discovery against a local
+registry, and `fwkernels ledger` on bad input. The asv run over a ledger is in test_ledger_asv.py."""
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fwkernels.ledger import build, releases
+from fwkernels.ledger.discover import Registry, RegistryUnavailable, discover
+from fwkernels.ledger.releases import LedgerError
+from fake_registry import FakeRegistry, Package, pip_environment
+
+KNOWN = ["torch", "jax"]
+TWO_FRAMEWORKS = """\
+[torch]
+package = "torch"
+companions = ["torchvision"]
+
+[[torch.release]]
+version = "2.13.0"
+date = 2026-07-08
+pins = { torchvision = "0.28.0" }
+
+[[torch.release]]
+version = "2.14.1"
+date = 2026-09-30
+pins = { torchvision = "0.29.1" }
+note = "the newest"
+
+[jax]
+package = "jax"
+companions = ["jaxlib", "flax", "optax"]
+
+[[jax.release]]
+version = "0.10.2"
+date = 2026-06-17
+pins = { jaxlib = "0.10.2", flax = "0.12.8", optax = "0.2.8" }
+"""
+# The commit of torch 2.14.1 in the ledger of TWO_FRAMEWORKS: what any machine must build (the
+# content, author, dates and parent all come from the file, nothing from the machine or clock).
+TORCH_2_14_1 = "63a4aea7fad78b82bcf3ddf17bff3781357d53b8"
+
+
+def write(tmp_path, text, name="releases.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_releases_file_loads_and_writes_back_unchanged(tmp_path):
+    tracked = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)
+    assert list(tracked) == ["torch", "jax"]
+    torch = tracked["torch"]
+    assert [r.version for r in torch.releases] == ["2.13.0", "2.14.1"]
+    assert torch.newest.date == datetime.date(2026, 9, 30)
+    assert torch.newest.tag == "torch-2.14.1"
+    assert releases.requirements(torch, torch.newest) == ["torch===2.14.1", "torchvision===0.29.1"]
+    copy = str(tmp_path / "copy.toml")
+    releases.dump(tracked, copy)
+    assert releases.load(copy, known=KNOWN) == tracked
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[caffe]\npackage = "caffe"\n', "unknown framework [caffe]; valid frameworks: torch, jax"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "two"\ndate = 2026-01-01\n',
+     "a version string"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\n', "needs `date`"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-02-01\n'
+     '[[torch.release]]\nversion = "2.2.0"\ndate = 2026-01-01\n', "list releases oldest first"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-02-01\n'
+     '[[torch.release]]\nversion = "2.1.0"\ndate = 2026-02-01\n', "listed twice"),
+    ('[torch]\npackage = "torch"\nversions = []\n', "unknown keys versions"),
+    ('[torch]\npackage = "torch --index-url x"\n', "`package` must name the distribution"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-01-01\n'
+     'pins = { torchvision = 29 }\n', "`pins` maps package names to exact versions"),
+    ("[torch\n", "not valid TOML"),
+])
+def test_bad_releases_file_is_one_clear_error(tmp_path, text, message):
+    with pytest.raises(LedgerError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        releases.load(write(tmp_path, text), known=KNOWN)
+
+
+def test_ledger_is_the_same_built_twice_and_on_any_machine(tmp_path):
+    tracked = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)
+    first = build.build(tracked, str(tmp_path / "a"))
+    again = build.build(tracked, str(tmp_path / "a"))
+    elsewhere = build.build(tracked, str(tmp_path / "b"))
+    assert first == again == elsewhere
+    assert first["torch"][-1] == ("torch-2.14.1", TORCH_2_14_1)
+    git = ["git", "-C", str(tmp_path / "a")]
+    log = subprocess.run(git + ["log", "--format=%ad %s", "--date=short", "torch"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert log == ["2026-09-30 torch 2.14.1", "2026-07-08 torch 2.13.0"]
+    shown = subprocess.run(git + ["show", "torch-2.14.1:release.json"], capture_output=True,
+                           text=True, check=True).stdout
+    assert '"torch===2.14.1"' in shown and '"torchvision===0.29.1"' in shown
+
+
+def test_a_new_release_leaves_the_older_commits_alone_and_a_removed_one_goes(tmp_path):
+    path = write(tmp_path, TWO_FRAMEWORKS)
+    tracked = releases.load(path, known=KNOWN)
+    before = build.build(tracked, str(tmp_path / "ledger"))
+    tracked["torch"].releases.append(releases.Release("torch", "2.15.0",
+                                                      datetime.date(2026, 10, 28),
+                                                      {"torchvision": "0.29.2"}))
+    after = build.build(tracked, str(tmp_path / "ledger"))
+    assert after["torch"][:2] == before["torch"]
+    assert after["torch"][2][0] == "torch-2.15.0"
+    del tracked["jax"]
+    build.build(tracked, str(tmp_path / "ledger"))
+    with pytest.raises(LedgerError, match="'jax-0.10.2' is not a release"):
+        build.resolve(str(tmp_path / "ledger"), "jax-0.10.2")
+    assert build.resolve(str(tmp_path / "ledger"), "torch-2.15.0") == after["torch"][2][1]
+
+
+STANDIN = """\
+[torch]
+package = "standin"
+companions = ["standin-extra"]
+
+[[torch.release]]
+version = "1.0.0"
+date = 2026-01-01
+pins = { standin-extra = "0.1", numpy = "1.23.5" }
+"""
+
+
+def standin_registry(directory):
+    registry = FakeRegistry(str(directory))
+    registry.add(Package("standin", "1.0.0", "2026-01-01", ["standin-extra"]))
+    registry.add(Package("standin", "1.1.0", "2026-02-03", ["standin-extra"]))
+    registry.add(Package("standin", "1.2.0", "2026-03-04", ["standin-extra>=0.2"]))
+    registry.add(Package("standin", "1.3.0", "2026-04-05", requires_python=">=3.99"))
+    registry.add(Package("standin", "2.0.0rc1", "2026-05-06"))
+    registry.add(Package("standin-extra", "0.1", "2026-01-01"))
+    registry.add(Package("standin-extra", "0.2", "2026-02-01"))
+    registry.add(Package("numpy", "1.23.5", "2022-11-20"))
+    return registry
+
+
+def test_discovery_adds_newer_releases_with_dates_and_companions(tmp_path):
+    tracked = releases.load(write(tmp_path, STANDIN), known=KNOWN)["torch"]
+    (tmp_path / "registry").mkdir()
+    with standin_registry(tmp_path / "registry") as registry:
+        found = discover(tracked, Registry(env=pip_environment(registry)))
+    assert [(r.version, r.date.isoformat(), r.pins) for r in found.added] == [
+        ("1.1.0", "2026-02-03", {"standin-extra": "0.2", "numpy": "1.23.5"}),
+        ("1.2.0", "2026-03-04", {"standin-extra": "0.2", "numpy": "1.23.5"}),
+    ]
+    [skipped] = found.skipped
+    assert skipped.version == "1.3.0"
+    assert skipped.reason.startswith("requires Python >=3.99; this is Python 3.")
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "fwkernels", "ledger", *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_discover_command_writes_the_file_and_says_what_it_skipped(tmp_path):
+    path = write(tmp_path, STANDIN)
+    (tmp_path / "registry").mkdir()
+    with standin_registry(tmp_path / "registry") as registry:
+        result = run_cli("discover", "--releases", path, env=pip_environment(registry))
+    assert result.returncode == 0, result.stderr
+    assert "torch 1.2.0: released 2026-03-04; with standin-extra 0.2, numpy 1.23.5" in result.stdout
+    assert "torch 1.3.0: skipped, requires Python >=3.99" in result.stdout
+    assert [r.version for r in releases.load(path)["torch"].releases] == ["1.0.0", "1.1.0", "1.2.0"]
+
+
+def test_discover_without_a_registry_says_so_and_changes_nothing(tmp_path):
+    path = write(tmp_path, STANDIN)
+    with FakeRegistry(str(tmp_path)) as registry:
+        env = pip_environment(registry)
+    before = open(path).read()
+    result = run_cli("discover", "--releases", path, env=env)  # the registry is gone
+    assert result.returncode == 1
+    assert "cannot reach the package registry" in result.stderr
+    assert "nothing changed" in result.stderr and "Traceback" not in result.stderr
+    assert open(path).read() == before
+
+
+def test_registry_unavailable_is_an_error_of_its_own():
+    with pytest.raises(RegistryUnavailable):
+        Registry(index_url="http://127.0.0.1:9/simple/", env={"PIP_CONFIG_FILE": os.devnull},
+                 timeout=5).project("standin")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["commits", "--framework", "caffe"], "caffe not in"),
+    (["commits", "--last", "-1"], "--last must be >= 0"),
+    (["build", "--releases", "missing.toml"], "no releases file 'missing.toml'"),
+])
+def test_ledger_command_bad_input_exits_2_with_one_line(tmp_path, args, message):
+    path = write(tmp_path, TWO_FRAMEWORKS)
+    if "--releases" not in args:
+        args = [*args, "--releases", path]
+    result = run_cli(*args, "--ledger", str(tmp_path / "ledger"))
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_commits_lists_the_last_releases_of_each_framework(tmp_path):
+    path = write(tmp_path, TWO_FRAMEWORKS)
+    ledger = str(tmp_path / "ledger")
+    assert run_cli("build", "--releases", path, "--ledger", ledger).returncode == 0
+    tags = run_cli("commits", "--last", "1", "--tags", "--releases", path, "--ledger", ledger)
+    assert tags.stdout.split() == ["torch-2.14.1", "jax-0.10.2"]
+    hashes = run_cli("commits", "--framework", "torch", "--releases", path, "--ledger", ledger)
+    assert hashes.stdout.split()[-1] == TORCH_2_14_1
+
+
+def test_asv_configuration_lists_every_framework_of_the_releases_file():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "asv.conf.json")) as f:
+        text = "\n".join(line for line in f if not line.lstrip().startswith("//"))
+    conf = json.loads(text)
+    tracked = releases.load(os.path.join(root, releases.DEFAULT_PATH))
+    assert conf["branches"] == list(tracked)
+    assert conf["repo"] == build.DEFAULT_PATH
+    assert all(t.releases for t in tracked.values())
