@@ -81,7 +81,7 @@ class Record(Mapping):
     # how it went
     status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed or timeout", required=True)
     error = Field[str](TEXT, "why it is not ok (the N/A reason, the exception's first line)")
-    failed_phase = Field[str](TEXT, "the phase that failed (train, forward)")
+    failed_phase = Field[str](TEXT, "the phase that failed (train, forward; install: the release)")
     log_tail = Field[str](TEXT, "the end of a failed worker's output")
     # the figures
     samples_per_s = Field[float](NUMBER, "training throughput, mean over the windows")

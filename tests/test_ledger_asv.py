@@ -75,7 +75,8 @@ def test_asv_installs_each_release_and_records_results_per_commit(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps(conf))
     with registry:
-        env = dict(os.environ, PIP_EXTRA_INDEX_URL=registry.simple)
+        env = dict(os.environ, PIP_EXTRA_INDEX_URL=registry.simple, FWKERNELS_MACHINE="ledger-test",
+                   FWKERNELS_RECORDS_DIR=str(tmp_path / "records"))
 
         def asv(*args):
             return subprocess.run([sys.executable, "-m", "asv", "--config", str(config), *args],
@@ -102,6 +103,12 @@ def test_asv_installs_each_release_and_records_results_per_commit(tmp_path):
                                        "track_companion_installed": None}
     # the companion of 1.0.0 is gone: each release starts from a clean environment
     assert values("standin-1.2.0") == {"track_minor_version": 2, "track_companion_installed": 0}
+    name = f"{commits['standin-1.1.0'][:8]}-virtualenv-py{sys.version_info.major}.{sys.version_info.minor}"
+    with open(tmp_path / "records" / "ledger-test" / f"{name}.jsonl") as f:
+        [failure] = [json.loads(line) for line in f]
+    assert (failure["release"], failure["status"], failure["failed_phase"]) == (
+        "standin-1.1.0", "error", "install")
+    assert "failed to install" in failure["error"]
     # every release has results now (1.1.0's say it failed): nothing is new
     assert "Installing" not in again.stdout + again.stderr
     assert "track_minor_version" not in again.stdout

@@ -90,9 +90,9 @@ def test_table1_keeps_every_framework_and_marks_the_fastest(runs):
              for r in report.rows if r.framework == "torch"}
     assert best == [max(means, key=means.get)]
     tensorflow = next(row for row in table.rows if row[0].text == "TensorFlow")
-    assert {c.text for c in tensorflow[1:]} == {"not installed"}
+    assert {c.text for c in tensorflow[1:]} == {"not measured"}
     alexnet = table.headers.index("AlexNet")
-    assert all(row[alexnet].text in ("not run", "not installed") for row in table.rows)
+    assert all(row[alexnet].text in ("not run", "not measured") for row in table.rows)
     slower = next(line for line in table.summary if "within" in line)
     percent = float(re.search(r"within (\d+)%", slower).group(1))
     assert percent == round(100 * (1 - min(means.values()) / max(means.values())))
@@ -164,7 +164,7 @@ def test_terminal_and_markdown_outputs(runs):
     assert "* fastest of the column" in text
     markdown = render_report_markdown(report)
     assert "| framework | AlexNet |" in markdown and "**" in markdown
-    assert "not installed" in text
+    assert "not measured" in text
 
 
 def test_cli_prints_table1_and_writes_self_contained_html(tmp_path, capsys):

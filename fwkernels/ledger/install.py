@@ -10,8 +10,8 @@ installed is written to ``<environment>/fwkernels-release.json``, which the suit
 
 A pip constraint file (PIP_CONSTRAINT, or a pip.conf that caps a framework) is not applied: the
 ledger's exact pins are the point, and a cap could only make a tracked release fail to install.
-A release that fails to install fails this step with pip's reason; asv records the commit as
-failed and goes on with the next one.
+A release that fails to install fails this step with pip's reason, and a record says so; asv
+records the commit as failed and goes on with the next one.
 
 Standard library only: this runs before anything but asv's own packages is installed.
 """
@@ -25,7 +25,8 @@ import sys
 from importlib import metadata
 from typing import Dict, List, Optional
 
-MARKER = "fwkernels-release.json"
+from fwkernels.ledger.installed import MARKER
+
 BASELINE = "fwkernels-ledger-baseline.json"
 HARNESS = "fwkernels"
 
@@ -119,6 +120,22 @@ def _admits(specifier: str, python: str) -> bool:
     return python in SpecifierSet(specifier)
 
 
+def record_failure(build_dir: str, device: str, reason: str) -> None:
+    """A release that did not install gets a record (model, mode and precision "all": nothing of
+    it was measured), so the report and the history say why its figures are missing."""
+    from fwkernels import record, suite
+
+    with open(os.path.join(build_dir, "release.json")) as f:
+        release = json.load(f)
+    failed = record.Record.new(
+        framework=release["framework"], mode="all", model="all", precision="all", device=device,
+        status="error", error=reason.splitlines()[0][:500], failed_phase="install",
+        release=f"{release['framework']}-{release['version']}",
+        harness_commit=suite.harness_commit(), asv_commit=os.environ.get("ASV_COMMIT"),
+        asv_env=os.environ.get("ASV_ENV_NAME"), asv_machine=os.environ.get("FWKERNELS_MACHINE"))
+    record.append(suite.records_path(), failed)
+
+
 def checkout() -> str:
     """The fwkernels checkout this module runs from (the harness installed beside the release)."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -136,7 +153,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("usage: python -m fwkernels.ledger.install BUILD_DIR", file=sys.stderr)
         return 2
     device = os.environ.get("FWKERNELS_DEVICE", "cpu")
-    record = install(argv[0], device, checkout())
+    try:
+        record = install(argv[0], device, checkout())
+    except SystemExit as error:
+        record_failure(argv[0], device, str(error))
+        raise
     print(f"installed {record['framework']} {record['version']} for {device}: "
           f"{', '.join(f'{k} {v}' for k, v in record['installed'].items())}")
     return 0

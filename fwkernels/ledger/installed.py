@@ -13,8 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
-from fwkernels.ledger.install import MARKER
-
+MARKER = "fwkernels-release.json"  # what the ledger's install step writes into the environment
 VARIABLE = "FWKERNELS_RELEASE"
 
 

@@ -16,7 +16,7 @@ from fwkernels.report.results import Run, Value, run_names, select
 from fwkernels.report.table import Table
 from fwkernels.request import DEFAULT_MODE, split_target
 
-NOT_INSTALLED = "not installed in any environment of this run"
+NOT_INSTALLED = "no release of it measured in this run"
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Outcome:
 
     @property
     def short(self) -> str:
-        return {"n/a": "N/A", "oom": "OOM", "nan": "NaN loss", "not installed": "not installed",
+        return {"n/a": "N/A", "oom": "OOM", "nan": "NaN loss", "not installed": "not measured",
                 "not run": "not run", "no result": "no result"}.get(self.status,
                                                                       f"failed ({self.status})")
 
@@ -74,6 +74,10 @@ class Report:
     def outcome(self, row: Row, benchmark: str, model: str, precision: str) -> Outcome:
         if row.run is None:
             return Outcome("not installed", reason=NOT_INSTALLED)
+        failure = row.run.install_failure()
+        if failure is not None:
+            return Outcome("error", reason=failure.get("error") or "failed to install",
+                           record=failure)
         key = (benchmark, row.target, model, precision)
         run = next((r for r in row.runs if key in r.values), None) or next(
             (r for r in row.runs if r.record(row.target, model, precision)), row.run)
@@ -149,7 +153,11 @@ def _rows(runs: List[Run]) -> List[Row]:
     rows: List[Row] = []
     for run in sorted(runs, key=lambda r: r.date, reverse=True):
         versions = run.framework_versions()
-        present = {key[1] for key in run.values} | {
+        if run.install_failure() is not None and run.release:
+            versions = {run.framework: run.release.rpartition("-")[2]}
+        failed = run.install_failure() is not None and run.framework
+        present = ({run.framework} if failed else set()) | {
+            key[1] for key in run.values} | {
             t for t in run.targets() if any(r.get("framework") == split_target(t)[0]
                                             and r.get("mode") == split_target(t)[1]
                                             for r in run.records)}

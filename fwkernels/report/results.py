@@ -111,6 +111,10 @@ class Run:
                    if (r.get("framework"), r.get("mode"), r.get("model"), r.get("precision")) == wanted]
         return matches[-1] if matches else None
 
+    def install_failure(self) -> Optional[Record]:
+        """The record of a release that did not install (nothing of it was measured), or None."""
+        return next((r for r in self.records if r.get("failed_phase") == "install"), None)
+
     def targets(self) -> List[str]:
         return sorted({key[1] for key in self.attempted})
 

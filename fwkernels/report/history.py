@@ -1,0 +1,78 @@
+"""``fwkernels history FRAMEWORK``: training throughput per release of one framework on one
+machine, each release against the one before it, as a Markdown page.
+
+A change is called beyond the noise where the two means differ by more than the sum of their
+timing windows' standard deviations (the rule of ``fwkernels compare``); the spread between
+separate runs of the same release is not part of it.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from fwkernels.frameworks import get_framework
+from fwkernels.models import MODELS
+from fwkernels.report.render import format_value
+from fwkernels.report.results import THROUGHPUT, Run, Value
+from fwkernels.report.table import Cell, Table
+
+
+def releases_of(runs: List[Run], machine: str, framework: str) -> List[Run]:
+    """The runs of the framework's releases on the machine, oldest release first."""
+    chosen = [r for r in runs if r.machine == machine and r.framework == framework]
+    return sorted(chosen, key=lambda r: r.date)
+
+
+def change(before: Optional[Value], after: Optional[Value]) -> str:
+    if before is None or after is None or not before.mean:
+        return "–"
+    ratio = after.mean / before.mean - 1
+    noise = (before.std or 0.0) + (after.std or 0.0)
+    judged = "beyond the noise" if abs(after.mean - before.mean) > noise else "within the noise"
+    return f"{100 * ratio:+.1f}% ({judged})"
+
+
+def history_table(runs: List[Run], machine: str, framework: str, precision: str,
+                  mode: str = "") -> Table:
+    """One row per release: throughput per model (mean ± std over the windows) and the change
+    from the release above it."""
+    target = framework if not mode else f"{framework}:{mode}"
+    chosen = releases_of(runs, machine, framework)
+    models = [m for m in MODELS if any((THROUGHPUT, target, m, precision) in r.values
+                                       or r.record(target, m, precision) for r in chosen)]
+    headers = ["release", "date"]
+    for m in models:
+        headers += [f"{MODELS[m].title} {MODELS[m].unit}/s", "change"]
+    headers.append("measured by fwkernels")
+    title = get_framework(framework).title + (f" [{mode}]" if mode else "")
+    table = Table(title=f"{title}: training throughput per release, {precision}, {machine}",
+                  caption="Mean ± std over the timing windows; change from the release above "
+                          "(beyond the noise: the means differ by more than the sum of the two "
+                          "standard deviations).", headers=headers)
+    previous: dict = {}
+    for run in chosen:
+        row = [Cell(run.release.rpartition("-")[2] if run.release else run.short_commit),
+               Cell(_date(run))]
+        for m in models:
+            value = run.values.get((THROUGHPUT, target, m, precision))
+            found = run.record(target, m, precision)
+            if value is None:
+                failed = found is not None and found.status != "ok"
+                note = table.footnote(f"{run.name} {m}: {found.error}") if failed else None
+                row += [Cell(found.status if failed else "no result", note=note, muted=True),
+                        Cell("–")]
+                continue
+            row += [Cell(format_value(value.mean, value.std)),
+                    Cell(change(previous.get(m), value))]
+            previous[m] = value
+        shown = [run.record(target, m, precision) for m in models]
+        harness = sorted({(r.get("harness_commit") or r.get("asv_commit") or "?")[:8]
+                          for r in shown if r is not None})
+        row.append(Cell(", ".join(harness) or "–"))
+        table.rows.append(row)
+    return table
+
+
+def _date(run: Run) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(run.date / 1000, datetime.timezone.utc).date().isoformat()
