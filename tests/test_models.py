@@ -1,5 +1,6 @@
 """Per (framework, model): parameter parity, the step trains, the output has the right shape."""
 import math
+import statistics
 
 import pytest
 
@@ -14,6 +15,14 @@ ALL_MODELS = list(MODELS)
 # A tenth of the model's reference learning rate: a batch of 2 at the full rate
 # diverges for the deep nets without batch norm (VGG).
 LR_SCALE = 0.1
+# Training on the fixed batch: TRAIN_STEPS steps, progress judged on the mean of the last
+# LAST_STEPS losses against the first. The batch-norm models train on 8 samples: with 2, their
+# batch statistics make the loss swing fivefold from step to step (Paddle ResNet-50: 6.24, 1.17,
+# 6.06, 1.18, 7.72, 0.003, ...), and where one particular step lands depends on the processor's
+# rounding and the thread count (docs/models.md, *The training test*).
+TRAIN_STEPS = 10
+LAST_STEPS = 3
+TRAIN_BATCH = {"resnet50": 8, "mobilenet_v2": 8}
 
 
 def small_config(backend, name, batch=2):
@@ -38,21 +47,21 @@ def test_trainable_parameter_count_is_canonical(backend, framework, model):
 
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_training_step_updates_parameters_and_lowers_loss(backend, framework, model):
-    config = small_config(backend, model)
+    config = small_config(backend, model, batch=TRAIN_BATCH.get(model, 2))
     workload = backend.build(config)
     assert workload.params == config.model.expected_params(framework)
     before = workload.param_fingerprint()
     workload.train_step()
-    first_loss = workload.loss()
+    losses = [workload.loss()]
     after = workload.param_fingerprint()
     changed = sum(a != b for a, b in zip(before, after))
     assert len(before) == len(after) > 0
     assert changed == len(before), f"{len(before) - changed} of {len(before)} tensors unchanged"
-    for _ in range(4):
+    for _ in range(TRAIN_STEPS - 1):
         workload.train_step()
-    last_loss = workload.loss()
-    assert math.isfinite(first_loss) and math.isfinite(last_loss)
-    assert last_loss < first_loss, (first_loss, last_loss)
+        losses.append(workload.loss())
+    assert all(math.isfinite(loss) for loss in losses), losses
+    assert statistics.fmean(losses[-LAST_STEPS:]) < losses[0], losses
 
 
 @pytest.mark.parametrize("model", ALL_MODELS)
