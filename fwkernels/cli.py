@@ -124,8 +124,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0 if all(r.status in ("ok", "n/a") for r in records) else EXIT_FAILED
 
 
+def measured_by(records: List[record.Record], pattern: Optional[str]) -> List[record.Record]:
+    """The records whose "<fwkernels commit>/<asv environment>" matches ``pattern`` (all: None):
+    the measurements of one harness version, or of one slice of an asv run."""
+    if not pattern:
+        return list(records)
+    try:
+        regex = re.compile(pattern)
+    except re.error as error:
+        raise InvalidRequest(f"--measured-by: {error}") from None
+    return [r for r in records if regex.search(
+        f"{(r.get('harness_commit') or r.get('asv_commit') or '')[:8]}/{r.get('asv_env') or ''}")]
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    print(sweep.markdown(record.read(args.records),
+    print(sweep.markdown(measured_by(record.read(args.records), args.measured_by),
                          args.command or f"fwkernels render {args.records}"))
     return 0
 
@@ -247,12 +260,13 @@ def cmd_widen_grids(args: argparse.Namespace) -> int:
 
 
 def cmd_combination_time(args: argparse.Namespace) -> int:
-    print(analysis.combination_time(record.read_all(args.records)))
+    print(analysis.combination_time(measured_by(record.read_all(args.records), args.measured_by)))
     return 0
 
 
 def cmd_framework_ratio(args: argparse.Namespace) -> int:
-    print(analysis.framework_ratio(record.read_all(args.records), args.baseline, args.other))
+    print(analysis.framework_ratio(measured_by(record.read_all(args.records), args.measured_by),
+                                   args.baseline, args.other))
     return 0
 
 
@@ -331,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="the Markdown table of a JSON-lines file of records")
     p.add_argument("records", help="records file (from sweep, or records/<machine>/ of asv runs)")
     p.add_argument("--command", help="the command that produced the records, for the caption")
+    measured_by_option(p)
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser("loss-curve", help="a workload's training loss step by step (when does "
@@ -395,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "(import, build, warm-up, FLOPs, windows), from records files",
                        description=analysis.combination_time.__doc__)
     p.add_argument("records", nargs="+", help="JSON-lines records files")
+    measured_by_option(p)
     p.set_defaults(func=cmd_combination_time)
 
     p = sub.add_parser("framework-ratio", help="OTHER's training throughput / BASELINE's per "
@@ -404,6 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("baseline", help="framework[:mode], e.g. torch or torch:compile")
     p.add_argument("other", help="framework[:mode], e.g. keras-torch")
     p.add_argument("records", nargs="+", help="JSON-lines records files")
+    measured_by_option(p)
     p.set_defaults(func=cmd_framework_ratio)
 
     p = sub.add_parser("internal-memory", help="MXNet's internal-memory figures of a records "
@@ -413,6 +430,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_ledger_parser(sub)
     return parser
+
+
+def measured_by_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measured-by", metavar="REGEX", help="only the records whose "
+                   "'<fwkernels commit>/<asv environment>' matches, e.g. '^4bbc5eb6/.*cg-'")
 
 
 def add_ledger_parser(sub: argparse._SubParsersAction) -> None:

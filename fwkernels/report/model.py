@@ -84,7 +84,7 @@ class Report:
         record = run.record(row.target, model, precision)
         value = run.values.get(key)
         if value is not None:
-            return Outcome("ok", value, record=record)
+            return Outcome("ok", value, record=run.record(row.target, model, precision, True))
         if record is not None and record.get("status") != "ok":
             return Outcome(record["status"], reason=record.get("error") or record["status"],
                            record=record)

@@ -104,12 +104,15 @@ class Run:
         """The release where there is one, else the commit."""
         return self.release or self.short_commit
 
-    def record(self, target: str, model: str, precision: str) -> Optional[Record]:
-        """The last record of one combination in this run, or None."""
+    def record(self, target: str, model: str, precision: str,
+               finished: bool = False) -> Optional[Record]:
+        """The newest record of one combination in this run (``finished``: of those with status
+        ok, the measurement that asv's value is), or None."""
         wanted = (*split_target(target), model, precision)
         matches = [r for r in self.records
-                   if (r.get("framework"), r.get("mode"), r.get("model"), r.get("precision")) == wanted]
-        return matches[-1] if matches else None
+                   if (r.get("framework"), r.get("mode"), r.get("model"), r.get("precision")) == wanted
+                   and (not finished or r.get("status") == "ok")]
+        return max(reversed(matches), key=lambda r: r.get("timestamp") or "") if matches else None
 
     def install_failure(self) -> Optional[Record]:
         """The record of a release that did not install (nothing of it was measured), or None."""
