@@ -223,3 +223,63 @@ def test_asv_configuration_lists_every_framework_of_the_releases_file():
     assert conf["branches"] == list(tracked)
     assert conf["repo"] == build.DEFAULT_PATH
     assert all(t.releases for t in tracked.values())
+
+
+def fixture_results(tmp_path, releases_text):
+    """tests/data's results and records of one machine (torch 2.13.0 and 2.14.1 at a commit of
+    fwkernels, before the ledger), a releases file and its ledger, in tmp_path."""
+    import shutil
+
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+    for folder in ("results", "records"):
+        shutil.copytree(os.path.join(data, folder, "cpu-fixture"),
+                        tmp_path / folder / "cpu-fixture")
+    shutil.copy(os.path.join(data, "results", "benchmarks.json"), tmp_path / "results")
+    path = write(tmp_path, releases_text)
+    build.build(releases.load(path), str(tmp_path / ".asv" / "ledger"))
+    return path
+
+
+def test_fold_moves_results_of_fwkernels_commits_to_their_releases(tmp_path):
+    from fwkernels.ledger.fold import fold
+    from fwkernels.report.results import load_runs, select
+
+    path = fixture_results(tmp_path, TWO_FRAMEWORKS)
+    ledger = str(tmp_path / ".asv" / "ledger")
+    before = load_runs(str(tmp_path / "results"))
+    written = fold(str(tmp_path / "results"), str(tmp_path / "records"), "cpu-fixture",
+                   "virtualenv-py3.11", releases.load(path), ledger)
+    assert len(written) == 4  # a result file and a records file per release
+    runs = load_runs(str(tmp_path / "results"))
+    assert sorted(r.release for r in runs) == ["torch-2.13.0", "torch-2.14.1"]
+    assert {r.env for r in runs} == {"virtualenv-py3.11"}
+    # every figure kept, under the suite's mode parameter ("torch" is its default mode)
+    assert sorted(v.mean for r in before for v in r.values.values()) == \
+        sorted(v.mean for r in runs for v in r.values.values())
+    for run in runs:
+        assert run.records and all(r.release == run.release for r in run.records)
+        assert {r.harness_commit[:8] for r in run.records} == {"62d2aa7d"}
+    assert [r.release for r in select(runs, "cpu-fixture")] == ["torch-2.14.1"]
+    compared = subprocess.run([sys.executable, "-m", "fwkernels", "compare", "torch-2.13.0",
+                               "torch-2.14.1", "--results", str(tmp_path / "results"),
+                               "--machine", "cpu-fixture", "--factor", "100"],
+                              capture_output=True, text=True)
+    assert compared.returncode == 0, compared.stderr
+    assert "track_samples_per_s" in compared.stdout and "ncf" in compared.stdout
+    again = fold(str(tmp_path / "results"), str(tmp_path / "records"), "cpu-fixture",
+                 "virtualenv-py3.11", releases.load(path), ledger)
+    assert again == []  # folded already
+
+
+def test_fold_names_a_release_missing_from_the_releases_file_and_writes_nothing(tmp_path):
+    from fwkernels.ledger.fold import fold
+
+    only_newer = TWO_FRAMEWORKS.replace('version = "2.13.0"\ndate = 2026-07-08\n'
+                                        'pins = { torchvision = "0.28.0" }\n', 'version = "2.12.1"\n'
+                                        'date = 2026-06-17\n')
+    path = fixture_results(tmp_path, only_newer)
+    listed = sorted(os.listdir(tmp_path / "results" / "cpu-fixture"))
+    with pytest.raises(LedgerError, match="torch 2.13.0 is not in the releases file"):
+        fold(str(tmp_path / "results"), str(tmp_path / "records"), "cpu-fixture",
+             "virtualenv-py3.11", releases.load(path), str(tmp_path / ".asv" / "ledger"))
+    assert sorted(os.listdir(tmp_path / "results" / "cpu-fixture")) == listed

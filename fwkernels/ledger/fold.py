@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
@@ -29,7 +30,7 @@ from fwkernels.ledger.build import tags_by_commit
 from fwkernels.ledger.releases import LedgerError, TrackedFramework
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.report.results import BENCHMARK_PREFIX, load_json, unquote
+from fwkernels.report.results import combinations, load_json
 from fwkernels.request import DEFAULT_MODE, split_target
 
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
@@ -140,35 +141,28 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
         entry = folded.setdefault(tag, Folded(python=str(data.get("python", ""))))
         entry.records.append(result.with_fields(release=tag, harness_commit=harness))
         by_target[(result.framework, result.mode, result.model, result.precision)] = tag
-    columns = data.get("result_columns", [])
-    for benchmark, raw in (data.get("results") or {}).items():
-        if not benchmark.startswith(BENCHMARK_PREFIX):
-            continue
-        fields = dict(zip(columns, raw))
-        combos = list(itertools.product(*fields.get("params") or [[]]))
-        for index, combo in enumerate(combos):
-            values = {c: (fields.get(c) or [None] * len(combos))[index] for c in PER_COMBINATION}
-            if values["result"] is None or len(combo) != 3:
-                continue
-            first, model, precision = (unquote(p) for p in combo)
-            if ledger_run:
-                tag, mode = ledger_run, first
-            else:
-                framework, mode = split_target(first)
-                tag = by_target.get((framework, mode, model, precision)) or next(
-                    (t for (f, _, _, _), t in by_target.items() if f == framework), None)
-                if tag is None:
-                    raise LedgerError(f"{benchmark}{combo} at {commit[:8]} has no record naming "
-                                      "its framework's version: its release is unknown")
-                info = FRAMEWORKS.get(framework)
-                mode = DEFAULT_MODE if info and mode == info.default_mode else mode
-            entry = folded.setdefault(tag, Folded(python=str(data.get("python", ""))))
-            figure = Figure(values, fields.get("version"), fields.get("started_at"),
-                            (int(fields.get("started_at") or 0), date))
-            known = entry.figures.setdefault(benchmark, {}).get((tag, mode, model, precision))
-            if known is None or figure.order > known.order:
-                entry.figures[benchmark][(tag, mode, model, precision)] = figure
-            entry.date = max(entry.date, date)
+    for benchmark, (first, model, precision), cell, fields in combinations(data):
+        values = {c: cell.get(c) for c in PER_COMBINATION}
+        if not isinstance(values["result"], (int, float)) or not math.isfinite(values["result"]):
+            continue  # not measured (asv writes a skipped combination as NaN)
+        if ledger_run:
+            tag, mode = ledger_run, first
+        else:
+            framework, mode = split_target(first)
+            tag = by_target.get((framework, mode, model, precision)) or next(
+                (t for (f, _, _, _), t in by_target.items() if f == framework), None)
+            if tag is None:
+                raise LedgerError(f"{benchmark}({first}, {model}, {precision}) at {commit[:8]} has "
+                              "no record naming its framework's version: its release is unknown")
+            info = FRAMEWORKS.get(framework)
+            mode = DEFAULT_MODE if info and mode == info.default_mode else mode
+        entry = folded.setdefault(tag, Folded(python=str(data.get("python", ""))))
+        figure = Figure(values, fields.get("version"), fields.get("started_at"),
+                        (int(fields.get("started_at") or 0), date))
+        known = entry.figures.setdefault(benchmark, {}).get((tag, mode, model, precision))
+        if known is None or figure.order > known.order:
+            entry.figures[benchmark][(tag, mode, model, precision)] = figure
+        entry.date = max(entry.date, date)
 
 
 def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,

@@ -20,7 +20,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from fwkernels import record
 from fwkernels.ledger.build import DEFAULT_PATH as LEDGER_PATH
@@ -127,6 +127,25 @@ class Run:
                 if r.get("framework_version")}
 
 
+def combinations(data: Dict[str, Any]) -> Iterator[Tuple[str, Tuple[str, ...], Dict[str, Any],
+                                                         Dict[str, Any]]]:
+    """Each (benchmark, combination of three parameters, unquoted) of an asv result file, with
+    the combination's columns (result, samples, stats_*) and the benchmark's (params, version,
+    started_at, ...)."""
+    columns = data.get("result_columns", [])
+    for benchmark, entry in (data.get("results") or {}).items():
+        if not benchmark.startswith(BENCHMARK_PREFIX):
+            continue
+        fields = dict(zip(columns, entry))
+        combos = list(itertools.product(*fields.get("params") or [[]]))
+        for index, combo in enumerate(combos):
+            if len(combo) != 3:
+                continue
+            cell = {c: v[index] for c, v in fields.items()
+                    if isinstance(v, list) and c != "params" and len(v) == len(combos)}
+            yield benchmark, tuple(unquote(p) for p in combo), cell, fields
+
+
 def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
                      records: Optional[List[Record]] = None) -> Run:
     """One result file; ``releases`` maps commits to release tags (the ledger's), ``records`` are
@@ -140,25 +159,14 @@ def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
               date=int(data.get("date") or 0), requirements=dict(data.get("requirements") or {}),
               path=path, records=list(records or []),
               release=named[-1] if named else (releases or {}).get(commit))
-    columns = data.get("result_columns", [])
-    for benchmark, entry in (data.get("results") or {}).items():
-        if not benchmark.startswith(BENCHMARK_PREFIX):
-            continue
-        fields = dict(zip(columns, entry))
-        combos = list(itertools.product(*fields.get("params") or [[]]))
-        results = fields.get("result") or [None] * len(combos)
-        samples = fields.get("samples") or [None] * len(combos)
-        for combo, result, window in zip(combos, results, samples):
-            if len(combo) != 3:
-                continue
-            first, model, precision = (unquote(p) for p in combo)
-            if run.framework:  # the mode of the release's framework
-                first = target_name(run.framework, "" if first == DEFAULT_MODE else first)
-            key: Key = (benchmark, first, model, precision)
-            run.attempted[key] = True
-            value = Value.from_asv(result, window)
-            if value is not None:
-                run.values[key] = value
+    for benchmark, (first, model, precision), cell, _ in combinations(data):
+        if run.framework:  # the mode of the release's framework
+            first = target_name(run.framework, "" if first == DEFAULT_MODE else first)
+        key: Key = (benchmark, first, model, precision)
+        run.attempted[key] = True
+        value = Value.from_asv(cell.get("result"), cell.get("samples"))
+        if value is not None:
+            run.values[key] = value
     return run
 
 
