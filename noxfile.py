@@ -5,8 +5,9 @@
     nox -s torch -- -k resnet50   # pytest arguments after --
 
 Each framework session installs fwkernels with that framework's pinned
-requirements and runs the whole test suite with FWKERNELS_TEST_FRAMEWORKS set,
-so the generic tests (parity, training step, shapes, CLI) run for it.
+requirements and runs the test suite, less the files the report, ledger, site and
+lint sessions own, with FWKERNELS_TEST_FRAMEWORKS set, so the generic tests
+(parity, training step, shapes, CLI) run for it.
 """
 import nox
 
@@ -74,11 +75,18 @@ def lint(session: nox.Session) -> None:
                 *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
 
+# Tests that need no framework run once, in the session that installs what they need.
+OWN_SESSION_TESTS = ["tests/test_report.py", "tests/test_compare.py", "tests/test_ledger.py",
+                     "tests/test_ledger_asv.py", "tests/test_site.py", "tests/test_workflows.py",
+                     "tests/test_ci_scripts.py"]
+
+
 def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     @nox.session(python=PYTHON, name=name)
     def run(session: nox.Session) -> None:
         session.install("-e", ".[test]", *requirements)
-        session.run("pytest", "-q", *session.posargs,
+        ignored = [f"--ignore={path}" for path in OWN_SESSION_TESTS]
+        session.run("pytest", "-q", *ignored, *session.posargs,
                     env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks)})
 
     run.__doc__ = f"Tests of {', '.join(frameworks)} in their own environment."

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the asv suite on a machine whose Python already holds the frameworks (no package registry
-# needed), for releases of the ledger: `asv run -E existing --set-commit-hash <release commit>`
+# needed), for releases of the ledger: `asv run <release commit>^! -E existing --set-commit-hash <release commit>`
 # per release, each figure checked against the release's version (docs/gpu.md, docs/releases.md).
 #
 #   scripts/gpu-existing.sh PYTHON RELEASE...     # e.g. /usr/bin/python3 torch-2.11.0 jax-0.11.2
@@ -38,7 +38,7 @@ for release in "$@"; do
         exit 2
     }
     FWKERNELS_RELEASE="$release" FWKERNELS_COMMIT="$commit" \
-        "${asv[@]}" run -E "existing:$python" --set-commit-hash "$commit" \
+        "${asv[@]}" run "$commit^!" -E "existing:$python" --set-commit-hash "$commit" \
         --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
 done
 "$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"

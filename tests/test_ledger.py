@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+pytest.importorskip("git", reason="the ledger is tested in nox -s ledger (gitpython)")
+
 from fwkernels.ledger import build, releases
 from fwkernels.ledger.discover import Registry, RegistryUnavailable, discover
 from fwkernels.ledger.releases import LedgerError

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytest.importorskip("git", reason="the ledger is tested in nox -s ledger (gitpython)")
+
 from fwkernels.ledger import build
 from fwkernels.ledger.releases import Release, TrackedFramework
 from fake_registry import FakeRegistry, Package

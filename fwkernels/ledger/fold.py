@@ -134,6 +134,8 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
     commit = data.get("commit_hash", "")
     ledger_run = release or tags.get(commit)
     date = int(data.get("date") or 0)
+    if ledger_run:  # a run that skipped everything still says that it ran
+        folded.setdefault(ledger_run, Folded(python=str(data.get("python", ""))))
     by_target: Dict[Tuple[str, str, str, str], str] = {}
     for result in records:
         tag = ledger_run or release_of(result, tracked)

@@ -205,7 +205,8 @@ def measure_releases(args: argparse.Namespace, work: str, releases: List[str]) -
     if args.python:
         for release in releases:
             commit = commits[release]
-            status = asv(config, "run", *options, "-E", f"existing:{args.python}",
+            # the range names the one commit: with none, asv runs every branch's head
+            status = asv(config, "run", f"{commit}^!", *options, "-E", f"existing:{args.python}",
                          "--set-commit-hash", commit, check=False,
                          env={**env, **existing_environment(args.python, commit, release)}) or status
         version = subprocess.run([args.python, "-c", "import sys; print('%d.%d' % "
