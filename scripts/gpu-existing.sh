@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the asv suite on a machine whose Python already holds the frameworks (no package registry
-# needed), for releases of the ledger: `asv run <release commit>^! -E existing --set-commit-hash <release commit>`
+# needed), for releases of the ledger: `asv run -E existing --set-commit-hash <release commit>`
 # per release, each figure checked against the release's version (docs/gpu.md, docs/releases.md).
 #
 #   scripts/gpu-existing.sh PYTHON RELEASE...     # e.g. /usr/bin/python3 torch-2.11.0 jax-0.11.2
@@ -31,14 +31,25 @@ if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
     export ASV_PYTHONPATH="$PYTHONPATH"
 fi
 asv=("$python" -m asv)
+config="asv.existing.conf.json"  # beside asv.conf.json, so that its relative paths hold
 "${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
 for release in "$@"; do
     commit="$(git -C .asv/ledger rev-parse --verify --quiet "$release^{commit}")" || {
         echo "$release is not a release of the ledger (.asv/ledger): fwkernels ledger commits --tags" >&2
         exit 2
     }
+    # asv takes no range with an existing environment and runs once per configured branch's
+    # head: a configuration with the release's branch alone measures it once
+    "$python" - "$config" "${release%-*}" <<'EOF'
+import json, sys
+from asv.util import load_json
+conf = load_json("asv.conf.json", js_comments=True)
+conf["branches"] = [sys.argv[2]]
+with open(sys.argv[1], "w") as f:
+    json.dump(conf, f, indent=4)
+EOF
     FWKERNELS_RELEASE="$release" FWKERNELS_COMMIT="$commit" \
-        "${asv[@]}" run "$commit^!" -E "existing:$python" --set-commit-hash "$commit" \
+        "${asv[@]}" --config "$config" run -E "existing:$python" --set-commit-hash "$commit" \
         --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
 done
 "$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"

@@ -249,7 +249,8 @@ def test_check_fails_on_failed_benchmarks(nights, box, tmp_path) -> None:
 
 def test_pull_request_measures_base_and_head(box) -> None:
     """Base and head checked out and measured in turn, the checkout restored, then compared.
-    FWKERNELS_SELECT skips every combination (fast), so compare finds nothing in common."""
+    FWKERNELS_SELECT skips every combination (fast), so compare finds no figure of the release
+    on either side, says so and exits 2."""
     head = git("rev-parse", "HEAD", cwd=box.repo)
     base = git("rev-parse", "HEAD~1", cwd=box.repo)
     work = os.path.join(box.root, "pull-request")
@@ -260,8 +261,9 @@ def test_pull_request_measures_base_and_head(box) -> None:
     assert result_files(os.path.join(work, "results", MACHINE)) == [
         f"{release}-{ENV}-base.json", f"{release}-{ENV}-head.json"]
     assert git("rev-parse", "HEAD", cwd=box.repo) == head
-    assert result.returncode == 2  # fwkernels compare: A and B have no benchmark in common
-    assert "no benchmark in common" in result.summary
+    assert result.returncode == 2
+    assert f"'release={RELEASE},env=-base'" in result.summary
+    assert "matches no results" in result.summary
 
 
 def test_pull_request_refuses_local_changes(box) -> None:

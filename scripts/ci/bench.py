@@ -92,8 +92,10 @@ def fingerprints(directory: str) -> Dict[str, str]:
 
 # ---------------------------------------------------------------- asv
 
-def write_config(source: str, work: str, env_dir: Optional[str]) -> str:
-    """work/asv.conf.json: `source` with results and site in `work`, the ledger and suite here."""
+def write_config(source: str, work: str, env_dir: Optional[str],
+                 branches: Optional[List[str]] = None, name: str = "asv.conf.json") -> str:
+    """work/<name>: `source` with results and site in `work`, the ledger and suite here
+    (`branches` replacing the configuration's)."""
     from asv.util import load_json  # the tools venv's asv reads the comments of asv.conf.json
 
     path = os.path.join(ROOT, source)
@@ -105,8 +107,10 @@ def write_config(source: str, work: str, env_dir: Optional[str]) -> str:
                 benchmark_dir=os.path.join(ROOT, conf["benchmark_dir"]),
                 env_dir=os.path.abspath(env_dir or os.path.join(ROOT, conf["env_dir"])),
                 install_command=[f"in-dir={ROOT} python -m fwkernels.ledger.install {{build_dir}}"])
+    if branches:
+        conf["branches"] = branches
     os.makedirs(work, exist_ok=True)
-    config = os.path.join(work, "asv.conf.json")
+    config = os.path.join(work, name)
     with open(config, "w") as f:
         json.dump(conf, f, indent=4)
     return config
@@ -205,8 +209,12 @@ def measure_releases(args: argparse.Namespace, work: str, releases: List[str]) -
     if args.python:
         for release in releases:
             commit = commits[release]
-            # the range names the one commit: with none, asv runs every branch's head
-            status = asv(config, "run", f"{commit}^!", *options, "-E", f"existing:{args.python}",
+            # asv takes no range with an existing environment and runs once per configured
+            # branch's head: one branch, so the release is measured once
+            framework = release.rpartition("-")[0]
+            single = write_config(args.config, work, args.env_dir, [framework],
+                                  f"asv.{framework}.conf.json")
+            status = asv(single, "run", *options, "-E", f"existing:{args.python}",
                          "--set-commit-hash", commit, check=False,
                          env={**env, **existing_environment(args.python, commit, release)}) or status
         version = subprocess.run([args.python, "-c", "import sys; print('%d.%d' % "
