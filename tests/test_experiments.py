@@ -47,3 +47,16 @@ def test_keras_overhead_measures_keras_beside_its_framework(tmp_path):
 
     assert [r.framework for r in record.read(str(tmp_path / "records.jsonl"))] == \
         ["torch", "keras-torch"]
+
+
+def test_training_progress_prints_the_training_tests_losses():
+    needs("torch")
+    out = experiment("training_progress.py", "torch", "--models", "ncf", "--label", "test")
+    [line] = out.splitlines()
+    import json
+
+    from test_models import TRAIN_STEPS
+
+    result = json.loads(line)
+    assert result["model"] == "ncf" and len(result["losses"]) == TRAIN_STEPS
+    assert result["holds"] == (result["last_mean"] < result["first"])
