@@ -295,3 +295,38 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
     wrong = subprocess.run([*script, "torch:jit", "keras-torch", str(path)],
                            capture_output=True, text=True)
     assert wrong.returncode != 0 and "valid modes: eager, channels_last" in wrong.stderr
+
+
+def test_history_lists_releases_in_version_order_with_the_change_from_the_one_before(capsys):
+    """On the committed CPU results of the release ledger: TensorFlow 2.19.1 and 2.20.0 came out
+    the same day; the table follows the versions, and each change is judged by compare's rule."""
+    root = os.path.dirname(DATA)
+    repo = os.path.dirname(root)
+    assert main(["history", "tensorflow", "--machine", "amd-epyc-2core", "--results",
+                 os.path.join(repo, "results"), "--records", os.path.join(repo, "records")]) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if re.match(r"\| \d", line)]
+    assert [row[0].lstrip("| ") for row in rows] == ["2.18.1", "2.19.1", "2.20.0", "2.21.0"]
+
+    def figure(cell):
+        mean, std = (float(x.replace(",", "")) for x in cell.split(" ± "))
+        return mean, std
+
+    for before, after in zip(rows, rows[1:]):
+        (m0, s0), (m1, s1) = figure(before[2]), figure(after[2])
+        judged = "beyond" if abs(m1 - m0) > s0 + s1 else "within"
+        percent, _, rest = after[3].partition("% ")
+        assert abs(float(percent) - 100 * (m1 / m0 - 1)) < 0.2  # the means print rounded
+        assert rest == f"({judged} the noise)"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["history", "nosuch", "--machine", "amd-epyc-2core"], "nosuch"),
+    (["history", "torch", "--machine", "no-such-machine"], "machines with results"),
+])
+def test_history_bad_input_is_one_line_and_exit_2(args, message):
+    repo = os.path.dirname(os.path.dirname(DATA))
+    proc = subprocess.run([sys.executable, "-m", "fwkernels", *args], capture_output=True,
+                          text=True, cwd=repo)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.splitlines()) == 1, \
+        proc.stderr

@@ -17,9 +17,15 @@ from fwkernels.report.table import Cell, Table
 
 
 def releases_of(runs: List[Run], machine: str, framework: str) -> List[Run]:
-    """The runs of the framework's releases on the machine, oldest release first."""
+    """The runs of the framework's releases on the machine in version order (a patch of an older
+    line can come out the day of a newer release, or after it)."""
     chosen = [r for r in runs if r.machine == machine and r.framework == framework]
-    return sorted(chosen, key=lambda r: r.date)
+    return sorted(chosen, key=lambda r: (_version_key(r.release), r.date))
+
+
+def _version_key(release: Optional[str]) -> tuple:
+    version = (release or "").rpartition("-")[2]
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
 def change(before: Optional[Value], after: Optional[Value]) -> str:
