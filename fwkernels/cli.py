@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
 import re
 import sys
@@ -137,9 +139,24 @@ def measured_by(records: List[record.Record], pattern: Optional[str]) -> List[re
         f"{(r.get('harness_commit') or r.get('asv_commit') or '')[:8]}/{r.get('asv_env') or ''}")]
 
 
+def check_output_path(path: Optional[str], option: str) -> None:
+    """A file a command will write: its folder must exist, checked before any work is done."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or os.path.isdir(path):
+        raise InvalidRequest(f"{option} {path}: " + (
+            "is a directory; name a file" if os.path.isdir(path) else
+            f"no folder {os.path.dirname(path) or '.'}; create it or name a file in an existing "
+            "folder"))
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    print(sweep.markdown(measured_by(record.read(args.records), args.measured_by),
-                         args.command or f"fwkernels render {args.records}"))
+    if os.path.isdir(args.records):
+        raise record.RecordError(f"{args.records}: a directory; name a records file (.jsonl)")
+    records = record.read(args.records, required=True)
+    print(sweep.markdown(measured_by(records, args.measured_by),
+                         args.caption or f"fwkernels render {args.records}"))
     return 0
 
 
@@ -170,6 +187,7 @@ def cmd_loss_curve(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from fwkernels import site
 
+    check_output_path(args.markdown, "--markdown")
     runs = load_runs(args.results, args.records)
     if not runs:
         raise ResultsError(f"no asv results under {args.results!r}: run the main job "
@@ -201,8 +219,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if args.factor < 1:
-        raise ResultsError(f"--factor must be >= 1, got {args.factor}")
+    if not math.isfinite(args.factor) or args.factor < 1:
+        raise InvalidRequest(f"--factor must be a finite number >= 1 (1.1: fail on more than "
+                             f"10% worse), got {args.factor}")
     runs = load_runs(args.results, args.records)
     a = compare.resolve(args.a, runs, args.machine, args.commit)
     b = compare.resolve(args.b, runs, args.machine, args.commit)
@@ -230,6 +249,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     framework, _, mode = args.framework.partition(":")
     get_framework_or_invalid(framework)
+    check_output_path(args.markdown, "--markdown")
     runs = load_runs(args.results, args.records)
     if not releases_of(runs, args.machine, framework):
         raise ResultsError(f"no {framework} release measured on {args.machine!r}; machines with "
@@ -344,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", help="the Markdown table of a JSON-lines file of records")
     p.add_argument("records", help="records file (from sweep, or records/<machine>/ of asv runs)")
-    p.add_argument("--command", help="the command that produced the records, for the caption")
+    p.add_argument("--command", dest="caption",
+                   help="the command that produced the records, for the caption")
     measured_by_option(p)
     p.set_defaults(func=cmd_render)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
@@ -206,13 +207,31 @@ def append(path: str, record: Mapping[str, Any]) -> None:
         f.write(dumps(record) + "\n")
 
 
-def read(path: str) -> List[Record]:
-    """Every record of a JSON-lines file; a missing file has none."""
-    if not os.path.exists(path):
+def read(path: str, required: bool = False) -> List[Record]:
+    """Every record of a JSON-lines file; a missing file has none (``required``: a RecordError).
+    A last line without its newline that is not JSON is what a run killed while appending
+    leaves: skipped with a warning."""
+    if not os.path.exists(path) and not required:
         return []
-    with open(path) as f:
-        return [loads(line, f"{path}:{number}") for number, line in enumerate(f, 1)
-                if line.strip()]
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as error:
+        raise RecordError(f"{path}: cannot read a records file there ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not a records file (not text)") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(loads(line, f"{path}:{number}"))
+        except RecordError:
+            if number < len(lines) or line.endswith("\n"):
+                raise
+            print(f"fwkernels: warning: {path}:{number}: skipped a partial last line (a run "
+                  "interrupted while writing it)", file=sys.stderr)
+    return records
 
 
 def read_all(paths: Iterable[str]) -> List[Record]:
