@@ -319,3 +319,16 @@ def test_propose_pushes_discovered_releases_and_opens_a_pull_request(box, tmp_pa
         "ghs_notarealtoken", "pr", "create", "--base", "main", "--head", "releases/discovered"]
     again = subprocess.run(command, cwd=clone, env=environ, capture_output=True, text=True)
     assert "nothing to propose" in again.stdout
+
+
+@pytest.mark.parametrize("factor", ["nan", "inf", "0.9", "-1", "fast"])
+def test_a_regression_factor_that_would_not_gate_is_rejected(tmp_path, factor) -> None:
+    """REGRESSION_FACTOR=nan made every comparison false: twelve regressions passed the gate."""
+    environ = dict(os.environ, REGRESSION_FACTOR=factor)
+    for command in (["check", "--work", str(tmp_path)],
+                    ["pull-request", "--work", str(tmp_path), "--machine", MACHINE,
+                     "--base", "HEAD", "--head", "HEAD"]):
+        result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "ci", "bench.py"),
+                                 *command], env=environ, capture_output=True, text=True)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "finite number >= 1" in result.stderr and repr(factor) in result.stderr

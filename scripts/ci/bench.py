@@ -39,6 +39,7 @@ import base64
 import glob
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -522,8 +523,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def factor_problem(text: Optional[str]) -> Optional[str]:
+    """Why a regression factor would not gate (NaN compares false with everything), or None."""
+    try:
+        if text is None or (math.isfinite(float(text)) and float(text) >= 1):
+            return None
+    except ValueError:
+        pass
+    return f"--factor / REGRESSION_FACTOR must be a finite number >= 1 (1.1: fail on more than " \
+           f"10% worse), got {text!r}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = factor_problem(getattr(args, "factor", None))
+    if problem:
+        print(f"bench: error: {problem}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 
