@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 SCHEMA_VERSION = 2
-STATUSES = ("ok", "n/a", "error", "oom", "nan", "crashed", "timeout")
+STATUSES = ("ok", "n/a", "error", "oom", "nan", "crashed", "killed", "timeout")
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ class Record(Mapping):
     canonical_params = Field[int](INT, "the model's canonical trainable parameter count")
     expected_params = Field[int](INT, "the count this framework's build must have")
     # how it went
-    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed or timeout", required=True)
+    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed, killed (SIGKILL, not for memory) or timeout", required=True)
     error = Field[str](TEXT, "why it is not ok (the N/A reason, the exception's first line)")
     failed_phase = Field[str](TEXT, "the phase that failed (train, forward; install: the release)")
     log_tail = Field[str](TEXT, "the end of a failed worker's output")
