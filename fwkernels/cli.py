@@ -113,11 +113,13 @@ def format_record(r: Mapping[str, Any]) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    check_output_path(args.jsonl, "--jsonl")
+    check_output_path(args.markdown, "--markdown")
+    requests = sweep.plan(args.frameworks, args.models, args.precisions, args.modes,
+                          device=args.device, windows=args.windows, steps=args.steps,
+                          window_seconds=args.window_seconds, threads=args.threads)
     start = time.perf_counter()
-    records = sweep.run_sweep(args.frameworks, args.models, args.precisions, args.modes,
-                              args.jsonl, device=args.device, windows=args.windows,
-                              steps=args.steps, window_seconds=args.window_seconds,
-                              threads=args.threads)
+    records = sweep.run_sweep(requests, args.jsonl)
     text = sweep.sweep_table(records, sweep.command_line(), time.perf_counter() - start)
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -353,11 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", type=_list, default=list(MODELS))
     p.add_argument("--precisions", type=_list, default=["fp32"])
     p.add_argument("--modes", type=_list, default=[], help="default: each framework's first")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--windows", type=int)
-    p.add_argument("--steps", type=int)
-    p.add_argument("--window-seconds", type=float)
-    p.add_argument("--threads", type=int)
+    p.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
+    p.add_argument("--windows", type=int, help="timing windows K")
+    p.add_argument("--steps", type=int, help="steps per window N (default: calibrated)")
+    p.add_argument("--window-seconds", type=float, help="target length of a timing window")
+    p.add_argument("--threads", type=int, help="CPU threads (default: all usable cores)")
     p.add_argument("--jsonl", default="sweep.jsonl", help="records are appended here")
     p.add_argument("--markdown", help="write the table here too")
     p.set_defaults(func=cmd_sweep)
