@@ -388,21 +388,53 @@ def token_environment(gh: bool = False) -> Dict[str, str]:
 def cmd_store(args: argparse.Namespace) -> int:
     """Nightly: this run's results, records and latest/ committed and pushed to the branch."""
     work, branch_dir = os.path.abspath(args.work), os.path.abspath(args.branch_dir)
-    for sub in ("results", "records"):
-        copy_tree(os.path.join(work, sub), os.path.join(branch_dir, sub))
+    # The work directory holds this machine's results as measure restored them from the branch,
+    # changed by the night (new files, files folded away): the branch mirrors them, deletions
+    # included.  Other machines' folders are theirs: a nightly of another may have pushed since.
+    if not os.path.isdir(os.path.join(work, "results", args.machine)):
+        sys.exit(f"no results of {args.machine} in {work}: nothing to store (and nothing of the "
+                 "branch's removed)")
+    for sub in ("results", "records", "latest"):
+        mirror(os.path.join(work, sub, args.machine), os.path.join(branch_dir, sub, args.machine))
+    for path in glob.glob(os.path.join(work, "results", "*.json")):  # asv's benchmarks.json
+        shutil.copy2(path, os.path.join(branch_dir, "results"))
     latest = os.path.join(branch_dir, "latest", args.machine)
-    shutil.rmtree(latest, ignore_errors=True)
-    copy_tree(os.path.join(work, "latest", args.machine), latest)
-    git("add", "--all", "results", "records", "latest", cwd=branch_dir)
+    present = [sub for sub in ("results", "records", "latest")  # on disk, or removed from it
+               if os.path.exists(os.path.join(branch_dir, sub))
+               or git("ls-files", sub, cwd=branch_dir)]
+    git("add", "--all", "--", *present, cwd=branch_dir)
     if not git("status", "--porcelain", cwd=branch_dir):
         print("nothing new to store")
         return 0
     message = f"Nightly results of {args.machine}: {', '.join(release_names(latest, work)) or 'none'}"
-    git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
-        "commit", "--quiet", "-m", message, cwd=branch_dir)
+    identity = ["-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid"]
+    git(*identity, "commit", "--quiet", "-m", message, cwd=branch_dir)
     branch = git("rev-parse", "--abbrev-ref", "HEAD", cwd=branch_dir)
-    return run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
-               cwd=branch_dir, env=token_environment())
+    for attempt in range(1, PUSH_ATTEMPTS + 1):
+        status = run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
+                     check=False, cwd=branch_dir, env=token_environment())
+        if status == 0 or attempt == PUSH_ATTEMPTS:
+            break
+        print(f"push rejected (attempt {attempt} of {PUSH_ATTEMPTS}): rebasing tonight's commit "
+              f"on the branch's new ones", flush=True)
+        if run(["git", *identity, "pull", "--rebase", "--quiet", "origin", branch], check=False,
+               cwd=branch_dir, env=token_environment()) != 0:
+            subprocess.run(["git", "rebase", "--abort"], cwd=branch_dir)
+            sys.exit("the rebase on the results branch's new commits failed: tonight's results "
+                     "are in the run's `nightly` artifact")
+    if status != 0:
+        sys.exit(f"git push failed {PUSH_ATTEMPTS} times: tonight's results are in the run's "
+                 "`nightly` artifact")
+    return 0
+
+
+PUSH_ATTEMPTS = 3
+
+
+def mirror(source: str, target: str) -> None:
+    """``target`` becomes a copy of ``source``: what ``source`` lacks is removed."""
+    shutil.rmtree(target, ignore_errors=True)
+    copy_tree(source, target)
 
 
 def cmd_pull_request(args: argparse.Namespace) -> int:
