@@ -5,7 +5,8 @@
     bench.sh measure --machine M --work DIR [--previous DIR]       # nightly, on the GPU runner
     bench.sh check --work DIR [--factor F]                         # nightly regression check
     bench.sh store --work DIR --branch-dir DIR --machine M         # nightly results -> branch
-    bench.sh pull-request --base SHA --head SHA --machine M --work DIR [--factor F]
+    bench.sh pull-request [--base SHA] --head SHA [--pull-request N] --machine M --work DIR
+                          [--factor F]
 
 asv's commits are framework releases (the release ledger, docs/releases.md). `measure` runs the
 releases of the work directory's releases.toml (the discovered one, else the repository's) that
@@ -41,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -444,7 +446,11 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
         sys.exit("the checkout has local changes: pull-request checks out the base and the head")
     work = os.path.abspath(args.work)
     original = git("rev-parse", "HEAD")
-    base, head = git("rev-parse", args.base), git("rev-parse", args.head)
+    if args.pull_request is not None:
+        fetch_reviewed_head(args.pull_request, args.head)
+    os.environ.pop("GITHUB_TOKEN", None)  # the pull request's code runs next: no token for it
+    head = git("rev-parse", args.head)
+    base = git("rev-parse", args.base) if args.base else git("merge-base", original, head)
     if base == head:
         sys.exit(f"base and head are the same commit {base[:8]}: nothing to compare")
     releases_file(work)
@@ -468,6 +474,19 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
         summary(f"asv run at the head exited with status {asv_status}: some benchmarks failed "
                 "(their reasons are in the records of the work directory).\n")
     return status or asv_status
+
+
+def fetch_reviewed_head(number: int, reviewed: str) -> None:
+    """Fetch the pull request's head from origin; it must still be the commit a maintainer
+    reviewed (a push after the review never reaches the GPU runner)."""
+    if not re.fullmatch(r"[0-9a-f]{40}", reviewed):
+        sys.exit(f"--head {reviewed!r}: give the full SHA of the reviewed commit")
+    run(["git", "fetch", "--quiet", "--no-tags", "origin", f"refs/pull/{number}/head"],
+        cwd=ROOT, env=token_environment())
+    fetched = git("rev-parse", "FETCH_HEAD")
+    if fetched != reviewed:
+        sys.exit(f"pull request #{number} is at {fetched[:8]}, not at the reviewed {reviewed[:8]}: "
+                 "review the new commits and dispatch again")
 
 
 def label(side_work: str, results: str, records: str, side: str) -> None:
@@ -548,8 +567,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pull-request", help=cmd_pull_request.__doc__)
     suite_options(p)
-    p.add_argument("--base", required=True, help="base commit")
-    p.add_argument("--head", required=True, help="head commit")
+    p.add_argument("--base", help="base commit (default: the merge base of the checkout and "
+                                   "--head)")
+    p.add_argument("--head", required=True, help="head commit (with --pull-request: the full SHA "
+                                                 "a maintainer reviewed)")
+    p.add_argument("--pull-request", type=int, help="fetch this pull request's head from origin "
+                   "first; it must be --head")
     factor_option(p)
     p.set_defaults(func=cmd_pull_request)
     return parser
