@@ -80,7 +80,8 @@ class Record(Mapping):
     canonical_params = Field[int](INT, "the model's canonical trainable parameter count")
     expected_params = Field[int](INT, "the count this framework's build must have")
     # how it went
-    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed, killed (SIGKILL, not for memory) or timeout", required=True)
+    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed, killed (a SIGKILL with no sign "
+                        "of running out of memory) or timeout", required=True)
     error = Field[str](TEXT, "why it is not ok (the N/A reason, the exception's first line)")
     failed_phase = Field[str](TEXT, "the phase that failed (train, forward; install: the release)")
     log_tail = Field[str](TEXT, "the end of a failed worker's output")
@@ -229,9 +230,13 @@ def read(path: str, required: bool = False) -> List[Record]:
         except RecordError:
             if number < len(lines) or line.endswith("\n"):
                 raise
-            print(f"fwkernels: warning: {path}:{number}: skipped a partial last line (a run "
-                  "interrupted while writing it)", file=sys.stderr)
+            warn(f"{path}:{number}: skipped a partial last line (a run interrupted while "
+                 "writing it)")
     return records
+
+
+def warn(message: str) -> None:
+    print(f"fwkernels: warning: {message}", file=sys.stderr)
 
 
 def read_all(paths: Iterable[str]) -> List[Record]:

@@ -25,12 +25,13 @@ def plan(frameworks: Iterable[str], models: Iterable[str], precisions: Iterable[
         infos = [get_framework(f) for f in frameworks]
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
+    if not infos:
+        raise InvalidRequest("name at least one framework")
     known = sorted({mode for info in infos for mode in info.modes})
     unknown = [m for m in modes if m not in known]
-    if unknown or not infos:
+    if unknown:
         raise InvalidRequest(f"unknown mode(s) {', '.join(unknown)}; the modes of "
-                             f"{', '.join(i.name for i in infos)}: {', '.join(known)}"
-                             if infos else "name at least one framework")
+                             f"{', '.join(i.name for i in infos)}: {', '.join(known)}")
     return [require(resolve(info.name, model, precision=precision, mode=mode, **protocol))
             for info in infos for mode in modes or [info.default_mode] if mode in info.modes
             for precision in precisions for model in models]

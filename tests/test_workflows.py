@@ -4,8 +4,8 @@ actionlint (with shellcheck on the `run:` scripts) and zizmor must report nothin
 shown to report a deliberately broken workflow, so a clean result means something.  The
 project's own rules follow: third-party actions pinned to commit SHAs, no credentials left in
 checkouts, least permissions per job, no `pull_request_target`, the self-hosted GPU runner
-reached only by the default branch's workflows (schedule or a maintainer's dispatch), and `run:` steps that call project scripts (tested in
-tests/test_ci_scripts.py).  Run with `nox -s lint`, which installs the tools.
+reached only by the default branch's workflows (schedule or a maintainer's dispatch), and
+`run:` steps that call project scripts (tested in tests/test_ci_scripts.py).  Run with `nox -s lint`, which installs the tools.
 """
 from __future__ import annotations
 
@@ -111,9 +111,10 @@ def test_every_zizmor_ignore_is_the_self_hosted_runner_and_explained() -> None:
     import json
 
     hidden = json.loads(zizmor("--no-ignores", "--format", "json").stdout)
-    assert sorted((f["ident"], f["locations"][0]["symbolic"]["key"]["Local"]["verbatim_path"])
-                  for f in hidden) == [("self-hosted-runner", ".github/workflows/nightly.yml"),
-                                       ("self-hosted-runner", ".github/workflows/pr-benchmarks.yml")]
+    found = sorted((f["ident"], f["locations"][0]["symbolic"]["key"]["Local"]["verbatim_path"])
+                   for f in hidden)
+    assert found == [("self-hosted-runner", ".github/workflows/nightly.yml"),
+                     ("self-hosted-runner", ".github/workflows/pr-benchmarks.yml")]
     for path in WORKFLOWS:
         with open(path) as f:
             for line in f:
@@ -194,7 +195,8 @@ def test_self_hosted_runner_runs_only_trusted_code() -> None:
         else:
             assert set(triggers) == {"workflow_dispatch"}
             assert job["env"]["REVIEWED_HEAD"] == "${{ inputs.head }}"
-            assert '--pull-request "$PULL_REQUEST" --head "$REVIEWED_HEAD"' in job["steps"][-1]["run"]
+            command = job["steps"][-1]["run"]
+            assert '--pull-request "$PULL_REQUEST" --head "$REVIEWED_HEAD"' in command
 
 
 def test_nightly_stores_deploys_and_proposes_only_from_the_default_branch() -> None:

@@ -136,10 +136,6 @@ class Comparison:
     no_result: str = ""  # why a side's figure is no number: never compared
 
     @property
-    def compared(self) -> bool:
-        return bool(self.a and self.b and not self.no_result)
-
-    @property
     def ratio(self) -> Optional[float]:
         return self.b.mean / self.a.mean if self.a and self.b and self.a.mean else None
 
@@ -209,10 +205,9 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float)
         name = benchmark.replace(BENCHMARK_PREFIX, "")
         if len(c.key) > 4:
             name += f" [{c.key[4]}]"
-        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "–"
+        ratio = f"{c.ratio:.3f}" if c.ratio is not None and not c.no_result else "–"
         verdict = c.verdict(factor)
         note = table.footnote(c.no_result) if c.no_result else None
-        ratio = "–" if c.no_result else ratio
         table.rows.append([Cell(name), Cell(target or "(framework)"), Cell(model), Cell(precision),
                            Cell(_format(c.a, c.unit)), Cell(_format(c.b, c.unit)), Cell(ratio),
                            Cell(verdict, note=note)])

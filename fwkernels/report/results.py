@@ -19,7 +19,6 @@ import itertools
 import json
 import math
 import os
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -55,10 +54,6 @@ def load_json(path: str) -> Any:
         raise ResultsError(f"{path}: cannot read it ({error.strerror})") from None
     except ValueError as error:
         raise ResultsError(f"{path}: not JSON, truncated or corrupt ({error})") from None
-
-
-def warn(message: str) -> None:
-    print(f"fwkernels: warning: {message}", file=sys.stderr)
 
 
 def _kind(value: Any) -> str:
@@ -117,7 +112,8 @@ class Value:
     @staticmethod
     def problem(result: Any, samples: Any) -> Optional[str]:
         """Why asv's figure is no number (a non-finite window), or None."""
-        if result is not None and (isinstance(result, bool) or not isinstance(result, (int, float))):
+        if result is not None and (isinstance(result, bool)
+                                   or not isinstance(result, (int, float))):
             return f"its result is {_kind(result)}, not a number"
         if samples is not None and not isinstance(samples, list):
             return f"its samples are {_kind(samples)}, not a list"
@@ -237,9 +233,9 @@ def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
     skipped = other_grids(data)
     if skipped:
         counts = sorted(set(skipped.values()))
-        warn(f"{path}: {len(skipped)} benchmark(s) with {' or '.join(map(str, counts))} "
-             f"parameters left out ({', '.join(sorted(skipped))[:200]}): this fwkernels reads the "
-             f"suite's grid of three (mode or framework, model, precision)")
+        record.warn(f"{path}: {len(skipped)} benchmark(s) with {' or '.join(map(str, counts))} "
+                    f"parameters left out ({', '.join(sorted(skipped))[:200]}): this fwkernels "
+                    f"reads the suite's grid of three (mode or framework, model, precision)")
     params = data.get("params", {})
     commit = data.get("commit_hash", "")
     named = [r.release for r in records or [] if r.get("release")]
