@@ -414,26 +414,24 @@ def test_store_without_the_machines_results_removes_nothing(tmp_path) -> None:
 
 
 def test_pull_request_runs_only_the_reviewed_head(box, tmp_path) -> None:
-    """Dispatched with a pull request's number and the head a maintainer reviewed: a pull
-    request that moved on since (or a head that is no full SHA) is refused before anything of
-    it is checked out."""
+    """Dispatched with the head a maintainer reviewed, beside a checkout of the pull request: a
+    pull request that moved on since (or a head that is no full SHA) is refused before anything
+    of it is checked out."""
     root = str(tmp_path)
-    origin, clone = os.path.join(root, "origin.git"), os.path.join(root, "clone")
-    git("init", "--quiet", "--bare", origin, cwd=root)
-    git("clone", "--quiet", "--shared", box.repo, clone, cwd=root)
-    git("remote", "set-url", "origin", origin, cwd=clone)
-    reviewed = git("rev-parse", "HEAD~1", cwd=clone)
-    git("push", "--quiet", origin, "HEAD:refs/pull/7/head", cwd=clone)  # pushed after review
+    repo, pull_request_checkout = os.path.join(root, "repo"), os.path.join(root, "pull-request")
+    git("clone", "--quiet", "--shared", box.repo, repo, cwd=root)
+    git("clone", "--quiet", "--shared", box.repo, pull_request_checkout, cwd=root)
+    reviewed = git("rev-parse", "HEAD~1", cwd=repo)  # then the author pushed HEAD
 
     def pull_request(head: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, os.path.join("scripts", "ci", "bench.py"),
-                               "pull-request", "--pull-request", "7", "--head", head, "--work",
-                               os.path.join(root, "work"), "--machine", MACHINE],
-                              cwd=clone, capture_output=True, text=True)
+                               "pull-request", "--head-from", pull_request_checkout, "--head",
+                               head, "--work", os.path.join(root, "work"), "--machine", MACHINE],
+                              cwd=repo, capture_output=True, text=True)
 
     result = pull_request(reviewed)
     assert result.returncode == 1
-    assert f"pull request #7 is at {git('rev-parse', 'HEAD', cwd=clone)[:8]}, not at the " \
+    assert f"the pull request is at {git('rev-parse', 'HEAD', cwd=repo)[:8]}, not at the " \
            f"reviewed {reviewed[:8]}" in result.stderr
     result = pull_request(reviewed[:8])
     assert result.returncode == 1 and "full SHA of the reviewed commit" in result.stderr

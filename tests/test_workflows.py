@@ -196,7 +196,9 @@ def test_self_hosted_runner_runs_only_trusted_code() -> None:
             assert set(triggers) == {"workflow_dispatch"}
             assert job["env"]["REVIEWED_HEAD"] == "${{ inputs.head }}"
             command = job["steps"][-1]["run"]
-            assert '--pull-request "$PULL_REQUEST" --head "$REVIEWED_HEAD"' in command
+            assert '--head-from pull-request --head "$REVIEWED_HEAD"' in command
+            [pull_request] = [s for s in job["steps"] if s.get("with", {}).get("path")]
+            assert pull_request["with"]["ref"] == "refs/pull/${{ inputs.pull-request }}/head"
 
 
 def test_nightly_stores_deploys_and_proposes_only_from_the_default_branch() -> None:

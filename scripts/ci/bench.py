@@ -5,7 +5,7 @@
     bench.sh measure --machine M --work DIR [--previous DIR]       # nightly, on the GPU runner
     bench.sh check --work DIR [--factor F]                         # nightly regression check
     bench.sh store --work DIR --branch-dir DIR --machine M         # nightly results -> branch
-    bench.sh pull-request [--base SHA] --head SHA [--pull-request N] --machine M --work DIR
+    bench.sh pull-request [--base SHA] --head SHA [--head-from DIR] --machine M --work DIR
                           [--factor F]
 
 asv's commits are framework releases (the release ledger, docs/releases.md). `measure` runs the
@@ -446,9 +446,8 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
         sys.exit("the checkout has local changes: pull-request checks out the base and the head")
     work = os.path.abspath(args.work)
     original = git("rev-parse", "HEAD")
-    if args.pull_request is not None:
-        fetch_reviewed_head(args.pull_request, args.head)
-    os.environ.pop("GITHUB_TOKEN", None)  # the pull request's code runs next: no token for it
+    if args.head_from:
+        fetch_reviewed_head(args.head_from, args.head)
     head = git("rev-parse", args.head)
     base = git("rev-parse", args.base) if args.base else git("merge-base", original, head)
     if base == head:
@@ -476,16 +475,15 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
     return status or asv_status
 
 
-def fetch_reviewed_head(number: int, reviewed: str) -> None:
-    """Fetch the pull request's head from origin; it must still be the commit a maintainer
-    reviewed (a push after the review never reaches the GPU runner)."""
+def fetch_reviewed_head(checkout: str, reviewed: str) -> None:
+    """Fetch the head of a checkout of the pull request; it must still be the commit a
+    maintainer reviewed (a push after the review never reaches the GPU runner)."""
     if not re.fullmatch(r"[0-9a-f]{40}", reviewed):
         sys.exit(f"--head {reviewed!r}: give the full SHA of the reviewed commit")
-    run(["git", "fetch", "--quiet", "--no-tags", "origin", f"refs/pull/{number}/head"],
-        cwd=ROOT, env=token_environment())
+    run(["git", "fetch", "--quiet", "--no-tags", os.path.abspath(checkout), "HEAD"], cwd=ROOT)
     fetched = git("rev-parse", "FETCH_HEAD")
     if fetched != reviewed:
-        sys.exit(f"pull request #{number} is at {fetched[:8]}, not at the reviewed {reviewed[:8]}: "
+        sys.exit(f"the pull request is at {fetched[:8]}, not at the reviewed {reviewed[:8]}: "
                  "review the new commits and dispatch again")
 
 
@@ -569,10 +567,10 @@ def build_parser() -> argparse.ArgumentParser:
     suite_options(p)
     p.add_argument("--base", help="base commit (default: the merge base of the checkout and "
                                    "--head)")
-    p.add_argument("--head", required=True, help="head commit (with --pull-request: the full SHA "
+    p.add_argument("--head", required=True, help="head commit (with --head-from: the full SHA "
                                                  "a maintainer reviewed)")
-    p.add_argument("--pull-request", type=int, help="fetch this pull request's head from origin "
-                   "first; it must be --head")
+    p.add_argument("--head-from", metavar="DIR", help="a checkout of the pull request: fetch its "
+                   "HEAD first, which must be --head")
     factor_option(p)
     p.set_defaults(func=cmd_pull_request)
     return parser
