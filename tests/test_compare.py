@@ -1,13 +1,15 @@
 """fwkernels compare on the real results in tests/data: two torch versions on one machine."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 
 from fwkernels.cli import main
 from fwkernels.report.compare import Comparison, compare, resolve
-from fwkernels.report.results import THROUGHPUT, Value, benchmark_units, load_runs
+from fwkernels.report.results import THROUGHPUT, Value, benchmark_units, load_json, load_runs
 
 RESULTS = os.path.join(os.path.dirname(__file__), "data", "results")
 OLD, NEW = "torch2.13.0", "torch2.14.1"
@@ -90,8 +92,7 @@ def test_figures_without_spread_are_judged_by_the_factor():
 
 
 def copy_data(tmp_path) -> str:
-    import shutil
-
+    """tests/data's results and records, to be spoilt."""
     for folder in ("results", "records"):
         shutil.copytree(os.path.join(os.path.dirname(RESULTS), folder), tmp_path / folder)
     return str(tmp_path / "results")
@@ -99,10 +100,6 @@ def copy_data(tmp_path) -> str:
 
 def spoil_samples(results: str, env_part: str, model: str, spoilt) -> None:
     """Put ``spoilt`` (NaN, inf, None) among the throughput windows of torch on ``model``."""
-    import json
-
-    from fwkernels.report.results import load_json
-
     folder = os.path.join(results, "cpu-fixture")
     path = next(os.path.join(folder, f) for f in os.listdir(folder) if env_part in f)
     data = load_json(path)
@@ -137,8 +134,6 @@ def test_a_factor_that_would_turn_the_gate_off_is_rejected(capsys, factor):
 
 
 def test_results_of_another_grid_are_named_not_dropped_silently(tmp_path, capsys):
-    import json
-
     results = copy_data(tmp_path)
     older = os.path.join(results, "cpu-fixture", "0123abcd-virtualenv-py3.11-torch2.12.0.json")
     with open(older, "w") as f:

@@ -18,6 +18,7 @@ from fwkernels.report import published
 from fwkernels.report.render import render_report_markdown, render_report_text
 from fwkernels.report.results import THROUGHPUT, load_json, load_runs
 from fwkernels.report.tables import build_report, table1
+from test_compare import copy_data, spoil_samples  # pytest puts tests/ on sys.path
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 RESULTS = os.path.join(DATA, "results")
@@ -298,8 +299,6 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
 
 
 def test_a_non_finite_sample_is_no_result_with_its_footnote(tmp_path, capsys):
-    from tests.test_compare import copy_data, spoil_samples
-
     results = copy_data(tmp_path)
     spoil_samples(results, "torch2.14.1", "ncf", float("nan"))
     assert main(["report", "--results", results, "--machine", MACHINE, "--no-html"]) == 0
@@ -341,8 +340,6 @@ RESULT_FILE = os.path.join("results", MACHINE, "62d2aa7d-virtualenv-py3.11-torch
      "'result' is a number, not a list"),
 ])
 def test_a_result_file_that_is_not_what_it_should_be_is_one_line(tmp_path, content, problem):
-    from tests.test_compare import copy_data
-
     copy_data(tmp_path)
     path = tmp_path / RESULT_FILE
     path.write_text(path.read_text()[:300] if content == "TRUNCATE" else content)
@@ -352,8 +349,6 @@ def test_a_result_file_that_is_not_what_it_should_be_is_one_line(tmp_path, conte
 
 
 def test_a_corrupt_benchmarks_json_is_one_line(tmp_path):
-    from tests.test_compare import copy_data
-
     copy_data(tmp_path)
     (tmp_path / "results" / "benchmarks.json").write_text('{"training.')
     for command in (["compare", "torch2.13.0", "torch2.14.1", "--machine", MACHINE],
