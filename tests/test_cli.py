@@ -1,6 +1,5 @@
 """The command line: listing, error paths (exit 2, valid choices named), a real measurement."""
 import json
-import os
 import subprocess
 import sys
 
@@ -67,11 +66,12 @@ def test_non_positive_batch_is_rejected(batch):
 
 @pytest.mark.parametrize("option", ["--jsonl", "--markdown"])
 def test_sweep_checks_where_it_writes_before_measuring(tmp_path, option):
-    target = tmp_path / "missing" / "out"
-    proc = run("sweep", "torch", "--models", "ncf", option, str(target))
+    target, records = tmp_path / "missing" / "out", tmp_path / "records.jsonl"
+    paths = {"--jsonl": str(records), option: str(target)}
+    proc = run("sweep", "torch", "--models", "ncf", *[w for pair in paths.items() for w in pair])
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert f"{option} {target}: no folder" in proc.stderr
-    assert not (tmp_path / "missing").exists() and not os.path.exists("sweep.jsonl")
+    assert not (tmp_path / "missing").exists() and not records.exists()  # nothing measured
 
 
 def test_tf32_on_cpu_is_rejected_with_the_alternatives():
