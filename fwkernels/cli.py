@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import platform
 import re
 import sys
@@ -111,11 +113,13 @@ def format_record(r: Mapping[str, Any]) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    check_output_path(args.jsonl, "--jsonl")
+    check_output_path(args.markdown, "--markdown")
+    requests = sweep.plan(args.frameworks, args.models, args.precisions, args.modes,
+                          device=args.device, windows=args.windows, steps=args.steps,
+                          window_seconds=args.window_seconds, threads=args.threads)
     start = time.perf_counter()
-    records = sweep.run_sweep(args.frameworks, args.models, args.precisions, args.modes,
-                              args.jsonl, device=args.device, windows=args.windows,
-                              steps=args.steps, window_seconds=args.window_seconds,
-                              threads=args.threads)
+    records = sweep.run_sweep(requests, args.jsonl)
     text = sweep.sweep_table(records, sweep.command_line(), time.perf_counter() - start)
     if args.markdown:
         with open(args.markdown, "w") as f:
@@ -137,9 +141,24 @@ def measured_by(records: List[record.Record], pattern: Optional[str]) -> List[re
         f"{(r.get('harness_commit') or r.get('asv_commit') or '')[:8]}/{r.get('asv_env') or ''}")]
 
 
+def check_output_path(path: Optional[str], option: str) -> None:
+    """A file a command will write: its folder must exist, checked before any work is done."""
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or os.path.isdir(path):
+        raise InvalidRequest(f"{option} {path}: " + (
+            "is a directory; name a file" if os.path.isdir(path) else
+            f"no folder {os.path.dirname(path) or '.'}; create it or name a file in an existing "
+            "folder"))
+
+
 def cmd_render(args: argparse.Namespace) -> int:
-    print(sweep.markdown(measured_by(record.read(args.records), args.measured_by),
-                         args.command or f"fwkernels render {args.records}"))
+    if os.path.isdir(args.records):
+        raise record.RecordError(f"{args.records}: a directory; name a records file (.jsonl)")
+    records = record.read(args.records, required=True)
+    print(sweep.markdown(measured_by(records, args.measured_by),
+                         args.caption or f"fwkernels render {args.records}"))
     return 0
 
 
@@ -170,6 +189,7 @@ def cmd_loss_curve(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from fwkernels import site
 
+    check_output_path(args.markdown, "--markdown")
     runs = load_runs(args.results, args.records)
     if not runs:
         raise ResultsError(f"no asv results under {args.results!r}: run the main job "
@@ -201,8 +221,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    if args.factor < 1:
-        raise ResultsError(f"--factor must be >= 1, got {args.factor}")
+    if not math.isfinite(args.factor) or args.factor < 1:
+        raise InvalidRequest(f"--factor must be a finite number >= 1 (1.1: fail on more than "
+                             f"10% worse), got {args.factor}")
     runs = load_runs(args.results, args.records)
     a = compare.resolve(args.a, runs, args.machine, args.commit)
     b = compare.resolve(args.b, runs, args.machine, args.commit)
@@ -230,6 +251,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     framework, _, mode = args.framework.partition(":")
     get_framework_or_invalid(framework)
+    check_output_path(args.markdown, "--markdown")
     runs = load_runs(args.results, args.records)
     if not releases_of(runs, args.machine, framework):
         raise ResultsError(f"no {framework} release measured on {args.machine!r}; machines with "
@@ -333,18 +355,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--models", type=_list, default=list(MODELS))
     p.add_argument("--precisions", type=_list, default=["fp32"])
     p.add_argument("--modes", type=_list, default=[], help="default: each framework's first")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--windows", type=int)
-    p.add_argument("--steps", type=int)
-    p.add_argument("--window-seconds", type=float)
-    p.add_argument("--threads", type=int)
+    p.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
+    p.add_argument("--windows", type=int, help="timing windows K")
+    p.add_argument("--steps", type=int, help="steps per window N (default: calibrated)")
+    p.add_argument("--window-seconds", type=float, help="target length of a timing window")
+    p.add_argument("--threads", type=int, help="CPU threads (default: all usable cores)")
     p.add_argument("--jsonl", default="sweep.jsonl", help="records are appended here")
     p.add_argument("--markdown", help="write the table here too")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("render", help="the Markdown table of a JSON-lines file of records")
     p.add_argument("records", help="records file (from sweep, or records/<machine>/ of asv runs)")
-    p.add_argument("--command", help="the command that produced the records, for the caption")
+    p.add_argument("--command", dest="caption",
+                   help="the command that produced the records, for the caption")
     measured_by_option(p)
     p.set_defaults(func=cmd_render)
 

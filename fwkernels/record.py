@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Dict, Generic, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 SCHEMA_VERSION = 2
-STATUSES = ("ok", "n/a", "error", "oom", "nan", "crashed", "timeout")
+STATUSES = ("ok", "n/a", "error", "oom", "nan", "crashed", "killed", "timeout")
 
 T = TypeVar("T")
 
@@ -79,7 +80,8 @@ class Record(Mapping):
     canonical_params = Field[int](INT, "the model's canonical trainable parameter count")
     expected_params = Field[int](INT, "the count this framework's build must have")
     # how it went
-    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed or timeout", required=True)
+    status = Field[str](TEXT, "ok, n/a, error, oom, nan, crashed, killed (a SIGKILL with no sign "
+                        "of running out of memory) or timeout", required=True)
     error = Field[str](TEXT, "why it is not ok (the N/A reason, the exception's first line)")
     failed_phase = Field[str](TEXT, "the phase that failed (train, forward; install: the release)")
     log_tail = Field[str](TEXT, "the end of a failed worker's output")
@@ -206,13 +208,35 @@ def append(path: str, record: Mapping[str, Any]) -> None:
         f.write(dumps(record) + "\n")
 
 
-def read(path: str) -> List[Record]:
-    """Every record of a JSON-lines file; a missing file has none."""
-    if not os.path.exists(path):
+def read(path: str, required: bool = False) -> List[Record]:
+    """Every record of a JSON-lines file; a missing file has none (``required``: a RecordError).
+    A last line without its newline that is not JSON is what a run killed while appending
+    leaves: skipped with a warning."""
+    if not os.path.exists(path) and not required:
         return []
-    with open(path) as f:
-        return [loads(line, f"{path}:{number}") for number, line in enumerate(f, 1)
-                if line.strip()]
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except OSError as error:
+        raise RecordError(f"{path}: cannot read a records file there ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{path}: not a records file (not text)") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(loads(line, f"{path}:{number}"))
+        except RecordError:
+            if number < len(lines) or line.endswith("\n"):
+                raise
+            warn(f"{path}:{number}: skipped a partial last line (a run interrupted while "
+                 "writing it)")
+    return records
+
+
+def warn(message: str) -> None:
+    print(f"fwkernels: warning: {message}", file=sys.stderr)
 
 
 def read_all(paths: Iterable[str]) -> List[Record]:

@@ -148,8 +148,18 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
         mode = info.check_mode(mode) if mode else info.default_mode
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
-    if batch is not None and batch <= 0:
-        raise InvalidRequest(f"batch must be a positive integer, got {batch}")
+    for name, value in (("batch", batch), ("windows", windows), ("steps", steps)):
+        if value is not None and value <= 0:
+            raise InvalidRequest(f"{name} must be a positive integer, got {value}")
+    if warmup is not None and warmup < 0:
+        raise InvalidRequest(f"warmup must be 0 or more steps, got {warmup}")
+    if window_seconds is not None and not 0 < window_seconds < float("inf"):
+        raise InvalidRequest(f"window_seconds must be a positive number, got {window_seconds}")
+    usable = default_threads()
+    if threads is not None and not 1 <= threads <= usable:
+        # more threads than cores would time the scheduler, not the framework
+        raise InvalidRequest(f"threads must be from 1 to {usable} (the usable cores), got "
+                             f"{threads}")
     if device == "cpu" and precision == "tf32":
         return Skip("precision 'tf32' is a GPU tensor-core mode; on cpu use fp32 or bf16")
     reason = unavailable_reason(framework)
@@ -158,7 +168,7 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
     defaults = DEFAULTS[device]
     return Request(framework=framework, model=model, device=device, precision=precision,
                    mode=mode, batch=batch or spec.default_batch(device),
-                   windows=windows or defaults.windows, steps=steps,
+                   windows=defaults.windows if windows is None else windows, steps=steps,
                    window_seconds=window_seconds or defaults.window_seconds,
                    warmup=defaults.warmup if warmup is None else warmup,
                    threads=threads or default_threads())

@@ -6,22 +6,25 @@ the record's ``status`` and the caller goes on.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import fwkernels
 from fwkernels.frameworks import get_framework
 from fwkernels.models import get_model
 from fwkernels.record import Record
 from fwkernels.request import InvalidRequest, Request, require, resolve
+from fwkernels.worker import FOLDER_VARIABLE
 
 PHASES = ("train", "forward")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -102,28 +105,88 @@ def worker_environment(threads: int, tmp: str) -> Dict[str, str]:
     """The worker's environment: thread counts, and empty compiler caches inside ``tmp``."""
     fresh = {name: os.path.join(tmp, name.lower()) for name in COMPILE_CACHE_VARIABLES
              if name not in os.environ}
-    return dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh)
+    return dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh,
+                **{FOLDER_VARIABLE: tmp})
+
+
+def worker_command(request: Dict[str, Any], path: str) -> List[str]:
+    return [sys.executable, "-m", "fwkernels.worker", json.dumps(request), path]
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> Optional[Callable[[], None]]:
+    """A preexec_fn that gives the child SIGTERM when this process dies, however it dies (the
+    worker then removes its folder and kills its process group: ``fwkernels.worker``); None
+    where there is no prctl (not Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "prctl"):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: no signal would come
+            os._exit(1)
+    return preexec
+
+
+def oom_kills() -> Optional[int]:
+    """The kernel's count of OOM kills in this process's cgroup (v2, where workers run too);
+    None where it cannot be read."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            group = next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
+        with open(f"/sys/fs/cgroup{group}/memory.events") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("oom_kill "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
 
 
 def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
+    phases = "+".join(request["phases"])
     with tempfile.TemporaryDirectory(prefix="fwkernels-") as tmp:
         env = worker_environment(request["threads"], tmp)
         path = os.path.join(tmp, "result.json")
-        command = [sys.executable, "-m", "fwkernels.worker", json.dumps(request), path]
+        kills_before = oom_kills()
+        # A session of its own: the worker and its compile helpers are one process group,
+        # killed together whatever way the worker ends (and by the worker when this process dies).
+        proc = subprocess.Popen(worker_command(request, path), env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent())
         try:
-            proc = subprocess.run(command, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s)
+            output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return {"status": "timeout",
-                    "error": f"{'+'.join(request['phases'])} ran over {timeout_s} s"}
+            return {"status": "timeout", "error": f"{phases} ran over {timeout_s} s"}
+        finally:
+            _kill_group(proc)
         if os.path.exists(path):
             with open(path) as f:
                 out = json.load(f)
             if out.get("status") not in ("ok", "n/a", "invalid"):
-                out["log_tail"] = proc.stdout.decode(errors="replace")[-2000:]
+                out["log_tail"] = output.decode(errors="replace")[-2000:]
             return out
-    tail = proc.stdout.decode(errors="replace")[-2000:]
-    oom = proc.returncode == -9 or "out of memory" in tail.lower()
-    return {"status": "oom" if oom else "crashed",
-            "error": f"{'+'.join(request['phases'])} worker exited with status {proc.returncode}",
-            "log_tail": tail}
+    tail = output.decode(errors="replace")[-2000:]
+    kills_after = oom_kills()
+    oom_killed = proc.returncode == -signal.SIGKILL and kills_before is not None \
+        and kills_after is not None and kills_after > kills_before
+    if "out of memory" in tail.lower() or oom_killed:
+        status, why = "oom", "the kernel's OOM killer" if oom_killed else "out of memory"
+    elif proc.returncode == -signal.SIGKILL:
+        status, why = "killed", "SIGKILL with no sign of running out of memory (no allocator " \
+                                "error, no OOM kill in the cgroup's memory.events)"
+    else:
+        status, why = "crashed", ""
+    return {"status": status, "log_tail": tail,
+            "error": f"{phases} worker exited with status {proc.returncode}"
+                     + (f": {why}" if why else "")}
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill what is left of the worker's process group (compile helpers it started) and reap."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()

@@ -12,28 +12,45 @@ from typing import Any, Iterable, List, Mapping, Sequence
 
 from fwkernels.frameworks import get_framework
 from fwkernels.record import Record, append
-from fwkernels.runner import EMPTY_COMPILE_CACHE, InvalidRequest, measure
+from fwkernels.request import InvalidRequest, Request, require, resolve
+from fwkernels.runner import EMPTY_COMPILE_CACHE, run
 
 
-def run_sweep(frameworks: Iterable[str], models: Iterable[str], precisions: Iterable[str],
-              modes: Sequence[str], jsonl: str, **protocol: Any) -> List[Record]:
-    """Measure every combination (a framework's modes not in ``modes`` are left out), appending
-    each record to ``jsonl`` as it comes; input the resolver rejects is an N/A record."""
+def plan(frameworks: Iterable[str], models: Iterable[str], precisions: Iterable[str],
+         modes: Sequence[str], **protocol: Any) -> List[Request]:
+    """Every combination, resolved as ``fwkernels measure`` resolves one (InvalidRequest for bad
+    input, a skip included) before any is measured; a framework's modes not in ``modes`` are
+    left out."""
+    try:
+        infos = [get_framework(f) for f in frameworks]
+    except ValueError as error:
+        raise InvalidRequest(str(error)) from None
+    if not infos:
+        raise InvalidRequest("name at least one framework")
+    known = sorted({mode for info in infos for mode in info.modes})
+    unknown = [m for m in modes if m not in known]
+    if unknown:
+        raise InvalidRequest(f"unknown mode(s) {', '.join(unknown)}; the modes of "
+                             f"{', '.join(i.name for i in infos)}: {', '.join(known)}")
+    return [require(resolve(info.name, model, precision=precision, mode=mode, **protocol))
+            for info in infos for mode in modes or [info.default_mode] if mode in info.modes
+            for precision in precisions for model in models]
+
+
+def run_sweep(requests: Sequence[Request], jsonl: str) -> List[Record]:
+    """Measure every request, appending each record to ``jsonl`` as it comes; a device the
+    framework does not see (known only in the worker) is an N/A record."""
     out = []
-    for framework in frameworks:
-        for mode in modes or [get_framework(framework).default_mode]:
-            if mode not in get_framework(framework).modes:
-                continue
-            for precision in precisions:
-                for model in models:
-                    try:
-                        record = measure(framework, model, precision=precision, mode=mode, **protocol)
-                    except InvalidRequest as error:
-                        record = Record.new(framework=framework, mode=mode, model=model,
-                                            precision=precision, status="n/a", error=str(error))
-                    out.append(record)
-                    append(jsonl, record)
-                    print(_progress(record), file=sys.stderr, flush=True)
+    for request in requests:
+        try:
+            record = run(request)
+        except InvalidRequest as error:
+            record = Record.new(framework=request.framework, mode=request.mode,
+                                model=request.model, precision=request.precision,
+                                status="n/a", error=str(error))
+        out.append(record)
+        append(jsonl, record)
+        print(_progress(record), file=sys.stderr, flush=True)
     return out
 
 

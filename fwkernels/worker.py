@@ -13,7 +13,10 @@ that finished before it.
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
+import signal
 import sys
 import time
 import traceback
@@ -23,6 +26,9 @@ from fwkernels.frameworks import load_backend
 from fwkernels.frameworks.base import DEVICES, Backend, RunConfig, Workload
 from fwkernels.models import get_model
 from fwkernels.protocol import NonFiniteLoss, finite_loss_check, run_windows
+
+
+FOLDER_VARIABLE = "FWKERNELS_WORKER_FOLDER"
 
 
 def current_rss_bytes() -> int:
@@ -139,8 +145,24 @@ def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
     return {"status": "error", "error": message}
 
 
+def end_with_the_runner() -> None:
+    """The runner starts a worker as the leader of its own process group, with SIGTERM as its
+    parent-death signal, and names its temporary folder in FWKERNELS_WORKER_FOLDER
+    (``fwkernels.runner``): on SIGTERM remove that folder and kill the group, compile helpers
+    included.  Run otherwise (from a shell), nothing changes."""
+    folder = os.environ.get(FOLDER_VARIABLE)
+    if not folder or os.getpgrp() != os.getpid():
+        return
+
+    def end(signum: int, frame: Any) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.killpg(0, signal.SIGKILL)
+    signal.signal(signal.SIGTERM, end)
+
+
 def main(argv: Optional[list] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    end_with_the_runner()
     request = json.loads(argv[0])
     result: Dict[str, Any] = {}
     try:

@@ -321,3 +321,120 @@ def test_propose_pushes_discovered_releases_and_opens_a_pull_request(box, tmp_pa
         "ghs_notarealtoken", "pr", "create", "--base", "main", "--head", "releases/discovered"]
     again = subprocess.run(command, cwd=clone, env=environ, capture_output=True, text=True)
     assert "nothing to propose" in again.stdout
+
+
+@pytest.mark.parametrize("factor", ["nan", "inf", "0.9", "-1", "fast"])
+def test_a_regression_factor_that_would_not_gate_is_rejected(tmp_path, factor) -> None:
+    """REGRESSION_FACTOR=nan made every comparison false: twelve regressions passed the gate."""
+    environ = dict(os.environ, REGRESSION_FACTOR=factor)
+    for command in (["check", "--work", str(tmp_path)],
+                    ["pull-request", "--work", str(tmp_path), "--machine", MACHINE,
+                     "--base", "HEAD", "--head", "HEAD"]):
+        result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "ci", "bench.py"),
+                                 *command], env=environ, capture_output=True, text=True)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert "finite number >= 1" in result.stderr and repr(factor) in result.stderr
+
+
+def night_work(root: str, files: Dict[str, str]) -> str:
+    """A work directory as measure leaves it, holding ``files`` (path -> content)."""
+    work = os.path.join(root, "work")
+    for path, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(work, path)), exist_ok=True)
+        with open(os.path.join(work, path), "w") as f:
+            f.write(content)
+    return work
+
+
+def results_repository(root: str, files: Dict[str, str]) -> SimpleNamespace:
+    """A bare origin whose results branch holds ``files``, and a checkout of it."""
+    origin, seed = os.path.join(root, "origin.git"), os.path.join(root, "seed")
+    git("init", "--quiet", "--bare", origin, cwd=root)
+    git("init", "--quiet", "--initial-branch", RESULTS_BRANCH, seed, cwd=root)
+    for path, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(seed, path)), exist_ok=True)
+        with open(os.path.join(seed, path), "w") as f:
+            f.write(content)
+    git("add", "--all", cwd=seed)
+    git(*IDENTITY, "commit", "--quiet", "--allow-empty", "-m", "results", cwd=seed)
+    git("push", "--quiet", origin, RESULTS_BRANCH, cwd=seed)
+    branch = os.path.join(root, "branch")
+    git("clone", "--quiet", "--branch", RESULTS_BRANCH, origin, branch, cwd=root)
+    return SimpleNamespace(origin=origin, seed=seed, branch=branch)
+
+
+def store(root: str, work: str, branch: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "GITHUB_TOKEN"}
+    return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "ci", "bench.py"),
+                           "store", "--work", work, "--branch-dir", branch, "--machine", MACHINE],
+                          cwd=root, env=environ, capture_output=True, text=True)
+
+
+def test_store_mirrors_deletions_and_leaves_other_machines_alone(tmp_path) -> None:
+    """A result file the night removed (folded away, or deleted by a maintainer before the night
+    restored the branch) stays removed; another machine's folder is not this night's."""
+    root = str(tmp_path)
+    repository = results_repository(root, {
+        f"results/{MACHINE}/old-env.json": "{}", f"records/{MACHINE}/old-env.jsonl": "",
+        "results/other-box/kept-env.json": "{}"})
+    work = night_work(root, {f"results/{MACHINE}/new-env.json": "{}",
+                             f"records/{MACHINE}/new-env.jsonl": "",
+                             f"latest/{MACHINE}/new-env.json": "{}",
+                             "results/benchmarks.json": "{}"})
+    ok(store(root, work, repository.branch))
+    stored = git("ls-tree", "-r", "--name-only", RESULTS_BRANCH, cwd=repository.origin).split()
+    assert sorted(stored) == sorted([
+        f"results/{MACHINE}/new-env.json", f"records/{MACHINE}/new-env.jsonl",
+        f"latest/{MACHINE}/new-env.json", "results/benchmarks.json",
+        "results/other-box/kept-env.json"])
+
+
+def test_store_rebases_when_the_branch_moved_on(tmp_path) -> None:
+    """Another machine's nightly pushed after this night's checkout: the push is rejected, the
+    night's commit rebased on it and pushed; both nights are on the branch."""
+    root = str(tmp_path)
+    repository = results_repository(root, {})
+    with open(os.path.join(repository.seed, "other.txt"), "w") as f:
+        f.write("another machine's night\n")
+    git("add", "other.txt", cwd=repository.seed)
+    git(*IDENTITY, "commit", "--quiet", "-m", "another night", cwd=repository.seed)
+    git("push", "--quiet", repository.origin, RESULTS_BRANCH, cwd=repository.seed)
+    work = night_work(root, {f"results/{MACHINE}/new-env.json": "{}",
+                             f"latest/{MACHINE}/new-env.json": "{}"})
+    result = ok(store(root, work, repository.branch))
+    assert "push rejected (attempt 1 of 3)" in result.stdout
+    log = git("log", "--format=%s", RESULTS_BRANCH, cwd=repository.origin).splitlines()
+    assert log[:2] == [f"Nightly results of {MACHINE}: new-env.", "another night"]
+
+
+def test_store_without_the_machines_results_removes_nothing(tmp_path) -> None:
+    root = str(tmp_path)
+    repository = results_repository(root, {f"results/{MACHINE}/old-env.json": "{}"})
+    result = store(root, night_work(root, {"results/benchmarks.json": "{}"}), repository.branch)
+    assert result.returncode != 0 and "nothing to store" in result.stderr
+    assert os.path.exists(os.path.join(repository.branch, "results", MACHINE, "old-env.json"))
+
+
+def test_pull_request_runs_only_the_reviewed_head(box, tmp_path) -> None:
+    """Dispatched with the head a maintainer reviewed, beside a checkout of the pull request: a
+    pull request that moved on since (or a head that is no full SHA) is refused before anything
+    of it is checked out."""
+    root = str(tmp_path)
+    repo, pull_request_checkout = os.path.join(root, "repo"), os.path.join(root, "pull-request")
+    git("clone", "--quiet", "--shared", box.repo, repo, cwd=root)
+    git("clone", "--quiet", "--shared", box.repo, pull_request_checkout, cwd=root)
+    reviewed = git("rev-parse", "HEAD~1", cwd=repo)  # then the author pushed HEAD
+
+    def pull_request(head: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, os.path.join("scripts", "ci", "bench.py"),
+                               "pull-request", "--head-from", pull_request_checkout, "--head",
+                               head, "--work", os.path.join(root, "work"), "--machine", MACHINE],
+                              cwd=repo, capture_output=True, text=True)
+
+    result = pull_request(reviewed)
+    assert result.returncode == 1
+    assert f"the pull request is at {git('rev-parse', 'HEAD', cwd=repo)[:8]}, not at the " \
+           f"reviewed {reviewed[:8]}" in result.stderr
+    result = pull_request(reviewed[:8])
+    assert result.returncode == 1 and "full SHA of the reviewed commit" in result.stderr
+    assert not os.path.exists(os.path.join(root, "work"))

@@ -35,6 +35,19 @@ def test_list_json_names_every_model_and_framework_with_availability():
     (["measure", "torch", "resnet50", "--precision", "fp16"], ["fp32", "tf32", "bf16"]),
     (["measure", "torch", "resnet50", "--device", "tpu"], ["cpu", "cuda"]),
     (["measure", "torch", "resnet50", "--mode", "turbo"], ["eager", "compile"]),
+    # sweep resolves every combination as measure does, before measuring any
+    (["sweep", "nosuchframework"], list(FRAMEWORKS)),
+    (["sweep", "torch", "--models", "ncf,nosuchmodel"], list(MODELS)),
+    (["sweep", "torch", "--models", "ncf", "--precisions", "fp32,fp16"], ["fp32", "tf32", "bf16"]),
+    (["sweep", "torch", "--models", "ncf", "--device", "tpu"], ["cpu", "cuda"]),
+    (["sweep", "torch,jax", "--models", "ncf", "--modes", "jit,turbo"], ["eager", "compile", "jit"]),
+    (["sweep", "torch", "--models", "ncf", "--precisions", "tf32"], ["fp32", "bf16"]),
+    (["sweep", "torch", "--models", "ncf", "--windows", "0"], ["windows", "positive"]),
+    (["sweep", "torch", "--models", "ncf", "--steps", "-2"], ["steps", "positive"]),
+    (["sweep", "torch", "--models", "ncf", "--threads", "0"], ["threads", "usable cores"]),
+    (["sweep", "torch", "--models", "ncf", "--threads", "100000"], ["threads", "usable cores"]),
+    (["sweep", "torch", "--models", "ncf", "--window-seconds", "nan"], ["window_seconds"]),
+    (["measure", "torch", "ncf", "--threads", "100000"], ["threads", "usable cores"]),
 ])
 def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     proc = run(*args)
@@ -49,6 +62,16 @@ def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
 def test_non_positive_batch_is_rejected(batch):
     proc = run("measure", "torch", "ncf", "--batch", batch)
     assert proc.returncode == 2 and "batch" in proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--jsonl", "--markdown"])
+def test_sweep_checks_where_it_writes_before_measuring(tmp_path, option):
+    target, records = tmp_path / "missing" / "out", tmp_path / "records.jsonl"
+    paths = {"--jsonl": str(records), option: str(target)}
+    proc = run("sweep", "torch", "--models", "ncf", *[w for pair in paths.items() for w in pair])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert f"{option} {target}: no folder" in proc.stderr
+    assert not (tmp_path / "missing").exists() and not records.exists()  # nothing measured
 
 
 def test_tf32_on_cpu_is_rejected_with_the_alternatives():

@@ -1,13 +1,15 @@
 """fwkernels compare on the real results in tests/data: two torch versions on one machine."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 
 from fwkernels.cli import main
 from fwkernels.report.compare import Comparison, compare, resolve
-from fwkernels.report.results import THROUGHPUT, Value, benchmark_units, load_runs
+from fwkernels.report.results import THROUGHPUT, Value, benchmark_units, load_json, load_runs
 
 RESULTS = os.path.join(os.path.dirname(__file__), "data", "results")
 OLD, NEW = "torch2.13.0", "torch2.14.1"
@@ -87,3 +89,59 @@ def test_figures_without_spread_are_judged_by_the_factor():
     c = Comparison(("m",), unit, Value(100.0, None), Value(125.0, None))
     assert not c.spread_known
     assert c.verdict(1.2) == "REGRESSION" and c.verdict(1.3) == "no spread measured"
+
+
+def copy_data(tmp_path) -> str:
+    """tests/data's results and records, to be spoilt."""
+    for folder in ("results", "records"):
+        shutil.copytree(os.path.join(os.path.dirname(RESULTS), folder), tmp_path / folder)
+    return str(tmp_path / "results")
+
+
+def spoil_samples(results: str, env_part: str, model: str, spoilt) -> None:
+    """Put ``spoilt`` (NaN, inf, None) among the throughput windows of torch on ``model``."""
+    folder = os.path.join(results, "cpu-fixture")
+    path = next(os.path.join(folder, f) for f in os.listdir(folder) if env_part in f)
+    data = load_json(path)
+    fields = dict(zip(data["result_columns"], data["results"][THROUGHPUT]))
+    frameworks, models, _ = fields["params"]
+    index = frameworks.index("'torch'") * len(models) + models.index(f"'{model}'")
+    fields["samples"][index][1] = spoilt
+    with open(path, "w") as f:
+        json.dump(data, f)  # writes NaN and Infinity bare, as asv does
+
+
+@pytest.mark.parametrize("spoilt", [float("nan"), float("inf"), None])
+def test_a_non_finite_sample_is_no_result_never_within_spread(tmp_path, capsys, spoilt):
+    results = copy_data(tmp_path)
+    spoil_samples(results, NEW, "ncf", spoilt)
+    found = comparisons(load_runs(results), OLD, NEW)[(THROUGHPUT, "torch", "ncf", "fp32")]
+    assert found.b is None and found.verdict(1.1) == "no result"
+    assert main(["compare", OLD, NEW, "--results", results, "--machine", "cpu-fixture",
+                 "--benchmark", "samples_per_s"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "track_samples_per_s" in line and "ncf" in line)
+    assert "no result [1]" in row and "nan" not in row.lower()
+    assert "[1] B: 1 of its" in out and "not finite" in out
+
+
+@pytest.mark.parametrize("factor", ["nan", "inf", "-inf", "0.5", "0"])
+def test_a_factor_that_would_turn_the_gate_off_is_rejected(capsys, factor):
+    assert main(["compare", NEW, OLD, "--results", RESULTS, "--machine", "cpu-fixture",
+                 f"--factor={factor}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "finite number >= 1" in err
+
+
+def test_results_of_another_grid_are_named_not_dropped_silently(tmp_path, capsys):
+    results = copy_data(tmp_path)
+    older = os.path.join(results, "cpu-fixture", "0123abcd-virtualenv-py3.11-torch2.12.0.json")
+    with open(older, "w") as f:
+        json.dump({"commit_hash": "0123abcd" * 5, "env_name": "virtualenv-py3.11-torch2.12.0",
+                   "date": 1, "result_columns": ["result", "params"],
+                   "results": {THROUGHPUT: [[1.0, 2.0], [["'torch'"], ["'ncf'", "'vgg'"]]]}}, f)
+    assert main(["compare", OLD, "torch2.12.0", "--results", results, "--machine",
+                 "cpu-fixture"]) == 2
+    err = capsys.readouterr().err
+    assert f"{older}: 1 benchmark(s) with 2 parameters left out" in err
+    assert "no benchmark in common" in err

@@ -126,3 +126,96 @@ def test_a_failed_build_leaves_the_phase_to_the_runner(monkeypatch, tmp_path):
     worker.main([json.dumps(request), str(tmp_path / "result.json")])
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["status"] == "error" and "failed_phase" not in result
+
+
+def test_a_sigkill_is_oom_only_with_evidence(monkeypatch):
+    request = {"threads": 1, "phases": ["train"]}
+    kill = "kill -KILL $$"
+    monkeypatch.setattr(runner, "worker_command", lambda *_: ["/bin/sh", "-c", kill])
+    monkeypatch.setattr(runner, "oom_kills", lambda: 0)
+    out = runner._run_worker(request, timeout_s=30)
+    assert out["status"] == "killed" and "no sign of running out of memory" in out["error"]
+    kill = "echo 'RuntimeError: CUDA out of memory. Tried to allocate 2 GiB'; kill -KILL $$"
+    assert runner._run_worker(request, timeout_s=30)["status"] == "oom"  # the allocator's error
+    kill = "kill -KILL $$"
+    counts = iter([3, 4])  # the cgroup's oom_kill count before and after: the kernel killed it
+    monkeypatch.setattr(runner, "oom_kills", lambda: next(counts))
+    out = runner._run_worker(request, timeout_s=30)
+    assert out["status"] == "oom" and "OOM killer" in out["error"]
+
+
+STAND_IN_WORKER = """
+import json, os, subprocess, sys, time
+from fwkernels import worker
+worker.end_with_the_runner()
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+folder = os.environ[worker.FOLDER_VARIABLE]
+with open(os.environ["PIDS"] + ".part", "w") as f:
+    json.dump({"worker": os.getpid(), "helper": helper.pid, "folder": folder}, f)
+os.rename(os.environ["PIDS"] + ".part", os.environ["PIDS"])
+time.sleep(600)
+"""
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie nobody reaped counts: it runs no more)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_for(condition, seconds: float = 30) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def stand_in(tmp_path):
+    script = tmp_path / "stand_in.py"
+    script.write_text(STAND_IN_WORKER)
+    return script, tmp_path / "pids.json"
+
+
+def test_workers_and_their_helpers_die_with_the_runner(tmp_path):
+    """A runner killed with SIGKILL (a sweep, asv's benchmark process) leaves no process and no
+    temporary folder behind."""
+    import os
+    import signal
+
+    script, pids_path = stand_in(tmp_path)
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom fwkernels import runner\n"
+        f"runner.worker_command = lambda request, path: [sys.executable, {str(script)!r}]\n"
+        "runner._run_worker({'threads': 1, 'phases': ['train']}, 600)\n")],
+        env=dict(os.environ, PIDS=str(pids_path)))
+    try:
+        assert wait_for(pids_path.exists), "the stand-in worker did not start"
+        pids = json.loads(pids_path.read_text())
+        assert os.path.isdir(pids["folder"]) and not gone(pids["helper"])
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        assert wait_for(lambda: gone(pids["worker"]) and gone(pids["helper"]))
+        assert not os.path.exists(pids["folder"])
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_a_timeout_kills_the_workers_helpers_too(tmp_path, monkeypatch):
+    import os
+
+    script, pids_path = stand_in(tmp_path)
+    monkeypatch.setenv("PIDS", str(pids_path))
+    monkeypatch.setattr(runner, "worker_command", lambda *_: [sys.executable, str(script)])
+    out = runner._run_worker({"threads": 1, "phases": ["train"]}, timeout_s=5)
+    assert out["status"] == "timeout"
+    pids = json.loads(pids_path.read_text())
+    assert gone(pids["worker"]) and wait_for(lambda: gone(pids["helper"]), 5)
+    assert not os.path.exists(pids["folder"])

@@ -18,6 +18,7 @@ from fwkernels.report import published
 from fwkernels.report.render import render_report_markdown, render_report_text
 from fwkernels.report.results import THROUGHPUT, load_json, load_runs
 from fwkernels.report.tables import build_report, table1
+from test_compare import copy_data, spoil_samples  # pytest puts tests/ on sys.path
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 RESULTS = os.path.join(DATA, "results")
@@ -330,3 +331,107 @@ def test_history_bad_input_is_one_line_and_exit_2(args, message):
                           text=True, cwd=repo)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.splitlines()) == 1, \
         proc.stderr
+
+
+def test_a_non_finite_sample_is_no_result_with_its_footnote(tmp_path, capsys):
+    results = copy_data(tmp_path)
+    spoil_samples(results, "torch2.14.1", "ncf", float("nan"))
+    assert main(["report", "--results", results, "--machine", MACHINE, "--no-html"]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"nan ?(%|±)", out.lower())
+    table = out[out.index("Training throughput"):]
+    row = next(line for line in table.splitlines() if line.startswith("PyTorch 2.14.1"))
+    note = re.search(r"no result \[(\d+)\]", row).group(1)
+    assert re.search(rf"\[{note}\] PyTorch 2\.14\.1\S* × NCF.*: not a figure: .* 1 of its \d+ "
+                     r"samples are not finite numbers \(NaN\)", table)
+
+
+def fwkernels(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "fwkernels", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+def assert_one_line(proc: subprocess.CompletedProcess, *words: str) -> None:
+    """Exit 2 and one line on stderr naming the problem: no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr)
+
+
+RESULT_FILE = os.path.join("results", MACHINE, "62d2aa7d-virtualenv-py3.11-torch2.13.0.json")
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("TRUNCATE", "not JSON, truncated or corrupt"),
+    ("[]", "the file holds a list, not an object"),
+    ('{"results": []}', "'results' is a list, not an object"),
+    ('{"date": "yesterday", "results": {}}', "'date' is 'yesterday'"),
+    ('{"result_columns": ["result", "params"], "results": {"%s": [[1.0], 3]}}' % THROUGHPUT,
+     "'params' is not a list of parameter lists"),
+    ('{"result_columns": ["result", "params"], "results": {"%s": [1.0, [["a"]]]}}' % THROUGHPUT,
+     "'result' is a number, not a list"),
+])
+def test_a_result_file_that_is_not_what_it_should_be_is_one_line(tmp_path, content, problem):
+    copy_data(tmp_path)
+    path = tmp_path / RESULT_FILE
+    path.write_text(path.read_text()[:300] if content == "TRUNCATE" else content)
+    for command in (["report", "--no-html"], ["compare", "torch2.13.0", "torch2.14.1",
+                                              "--machine", MACHINE], ["widen-grids"]):
+        assert_one_line(fwkernels(*command, cwd=tmp_path), RESULT_FILE, problem)
+
+
+def test_a_corrupt_benchmarks_json_is_one_line(tmp_path):
+    copy_data(tmp_path)
+    (tmp_path / "results" / "benchmarks.json").write_text('{"training.')
+    for command in (["compare", "torch2.13.0", "torch2.14.1", "--machine", MACHINE],
+                    ["widen-grids"]):
+        assert_one_line(fwkernels(*command, cwd=tmp_path), "benchmarks.json", "not JSON")
+    (tmp_path / "results" / "benchmarks.json").write_text("[1]")
+    assert_one_line(fwkernels("widen-grids", cwd=tmp_path), "benchmarks.json", "holds a list")
+
+
+def test_widen_grids_names_a_missing_results_folder_and_writes_atomically(tmp_path, monkeypatch):
+    assert_one_line(fwkernels("widen-grids", str(tmp_path / "none")), "no results directory")
+    from fwkernels.report import results
+
+    (tmp_path / "benchmarks.json").write_text('{"version": 2}')
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(results.json, "dumps", lambda *a, **k: "{" + "x" * 100)
+    monkeypatch.setattr(results.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        results.widen_benchmark_grids(str(tmp_path))
+    assert (tmp_path / "benchmarks.json").read_text() == '{"version": 2}'
+    assert os.listdir(tmp_path) == ["benchmarks.json"]  # no temporary file left
+
+
+def test_records_that_are_not_what_they_should_be(tmp_path):
+    whole = open(os.path.join(DATA, "records", MACHINE,
+                              "62d2aa7d-virtualenv-py3.11-torch2.13.0.jsonl")).read()
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(whole + whole.splitlines()[0][:80])  # a run killed while appending
+    proc = fwkernels("render", str(partial))
+    assert proc.returncode == 0 and proc.stderr.count("\n") == 1
+    assert f"{partial}:{len(whole.splitlines()) + 1}: skipped a partial last line" in proc.stderr
+    assert proc.stdout.count("| ncf |") == whole.count('"model": "ncf"')
+    cases = {"garbage.jsonl": ("garbage\n" + whole, "garbage.jsonl:1: not JSON"),
+             "list.jsonl": (whole + "[1, 2]\n", "a record is a JSON object, not list"),
+             "nostatus.jsonl": ('{"framework": "torch", "mode": "eager", "model": "ncf", '
+                                '"precision": "fp32"}\n', "nostatus.jsonl:1: missing status")}
+    for name, (text, problem) in cases.items():
+        (tmp_path / name).write_text(text)
+        assert_one_line(fwkernels("render", str(tmp_path / name)), problem)
+    assert_one_line(fwkernels("render", str(tmp_path / "none.jsonl")), "none.jsonl",
+                    "No such file")
+    assert_one_line(fwkernels("render", str(tmp_path)), "a directory")
+
+
+def test_report_markdown_into_a_missing_folder_fails_before_reporting(tmp_path):
+    proc = fwkernels("report", "--results", RESULTS, "--no-html", "--markdown",
+                     str(tmp_path / "none" / "report.md"))
+    assert_one_line(proc, "--markdown", "no folder")
+    assert proc.stdout == ""

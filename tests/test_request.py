@@ -1,10 +1,12 @@
 """The request resolver: defaults, mode_parameter, and the rules every entry point shares."""
+import re
+
 import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import MODELS
-from fwkernels.request import (DEFAULTS, InvalidRequest, Request, Skip, parse_target, require,
-                               mode_parameter, resolve, split_target, target_name)
+from fwkernels.request import (DEFAULTS, InvalidRequest, Request, Skip, default_threads,
+                               parse_target, require, mode_parameter, resolve, split_target, target_name)
 
 AVAILABLE = [n for n in FRAMEWORKS if unavailable_reason(n) is None]
 MISSING = [n for n in FRAMEWORKS if unavailable_reason(n)]
@@ -75,3 +77,16 @@ def test_targets_parse_and_print_both_ways():
     with pytest.raises(InvalidRequest, match="valid frameworks"):
         parse_target("pytorch")
     assert mode_parameter("tuned") == ["default", "compile", "cudagraphs", "xla", "static"]
+
+
+@pytest.mark.parametrize("choice, words", [
+    (dict(windows=0), "windows must be a positive integer"),
+    (dict(steps=-1), "steps must be a positive integer"),
+    (dict(warmup=-1), "warmup must be 0 or more"),
+    (dict(window_seconds=float("nan")), "window_seconds must be a positive number"),
+    (dict(threads=0), "threads must be from 1 to"),
+    (dict(threads=default_threads() + 1), f"from 1 to {default_threads()} (the usable cores)"),
+])
+def test_protocol_choices_out_of_range_are_invalid(choice, words):
+    with pytest.raises(InvalidRequest, match=re.escape(words)):
+        resolve("torch", "ncf", **choice)

@@ -30,7 +30,7 @@ from fwkernels.ledger.build import tags_by_commit
 from fwkernels.ledger.releases import LedgerError, TrackedFramework
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.report.results import combinations, load_json
+from fwkernels.report.results import combinations, load_json, load_result_file
 from fwkernels.request import DEFAULT_MODE, split_target
 
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
@@ -82,7 +82,7 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
         name = os.path.splitext(os.path.basename(path))[0]
         if name == "machine":
             continue
-        data = load_json(path)
+        data = load_result_file(path)
         if data.get("commit_hash") in tags and data.get("env_name") == env:
             continue  # folded already (its figures join the new ones below)
         records_path = os.path.join(records_dir, machine, name + ".jsonl")
@@ -105,7 +105,7 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
         stem = f"{commits[tag][:8]}-{env}"
         path = os.path.join(results_dir, machine, stem + ".json")
         if os.path.exists(path):  # folded before: its figures stay unless newer ones came
-            _fold_file(load_json(path), [], tags, tracked, folded, release=tag)
+            _fold_file(load_result_file(path), [], tags, tracked, folded, release=tag)
         written.append(_write_result(path, entry, commits[tag], release_date_ms(tracked, tag),
                                      env, machine))
         records_path = os.path.join(records_dir, machine, stem + ".jsonl")

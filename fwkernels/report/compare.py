@@ -99,25 +99,32 @@ def resolve(text: str, runs: List[Run], machine: Optional[str], commit: Optional
 PairKey = Tuple[str, ...]
 
 
-def side_values(side: Side, with_env: bool, with_target: bool) -> Dict[PairKey, Value]:
-    out: Dict[PairKey, Value] = {}
+def side_values(side: Side, with_env: bool,
+                with_target: bool) -> Tuple[Dict[PairKey, Value], Dict[PairKey, str]]:
+    """The side's figures, and why each that is no number (a non-finite sample) is none."""
+    values: Dict[PairKey, Value] = {}
+    invalid: Dict[PairKey, str] = {}
     for run in side.runs:
-        for (benchmark, target, model, precision), value in run.values.items():
-            # without the target: the mode as written ("" for a default mode), so that two
-            # frameworks' default modes pair with each other
-            key: PairKey = (benchmark, target if with_target else target.partition(":")[2],
-                            model, precision) + ((run.env,) if with_env else ())
-            out[key] = value
-    return out
+        for source, out in ((run.values, values), (run.invalid, invalid)):
+            for (benchmark, target, model, precision), value in source.items():
+                # without the target: the mode as written ("" for a default mode), so that two
+                # frameworks' default modes pair with each other
+                key: PairKey = (benchmark, target if with_target else target.partition(":")[2],
+                                model, precision) + ((run.env,) if with_env else ())
+                out[key] = value
+    return values, invalid
 
 
-def pair(a: Side, b: Side) -> Tuple[Dict[PairKey, Value], Dict[PairKey, Value]]:
-    """Values of both sides keyed alike: across environments when a side was chosen by one."""
+Figures = Tuple[Dict[PairKey, Value], Dict[PairKey, str]]
+
+
+def pair(a: Side, b: Side) -> Tuple[Figures, Figures]:
+    """Figures of both sides keyed alike: across environments when a side was chosen by one."""
     with_env = not (a.by_env or b.by_env)
-    va, vb = side_values(a, with_env, True), side_values(b, with_env, True)
-    if not set(va) & set(vb) and a.by_env and b.by_env:  # two frameworks: pair by model
-        va, vb = side_values(a, False, False), side_values(b, False, False)
-    return va, vb
+    fa, fb = side_values(a, with_env, True), side_values(b, with_env, True)
+    if not set(fa[0]) & set(fb[0]) and a.by_env and b.by_env:  # two frameworks: pair by model
+        fa, fb = side_values(a, False, False), side_values(b, False, False)
+    return fa, fb
 
 
 @dataclass
@@ -126,6 +133,7 @@ class Comparison:
     unit: str
     a: Optional[Value]
     b: Optional[Value]
+    no_result: str = ""  # why a side's figure is no number: never compared
 
     @property
     def ratio(self) -> Optional[float]:
@@ -149,6 +157,8 @@ class Comparison:
         return abs(self.b.mean - self.a.mean) > self.a.std + self.b.std  # type: ignore[union-attr]
 
     def verdict(self, factor: float) -> str:
+        if self.no_result:
+            return "no result"
         worse = self.worse_factor
         if worse is None:
             return "only in A" if self.a else "only in B"
@@ -163,9 +173,12 @@ class Comparison:
 
 
 def compare(a: Side, b: Side, units: Dict[str, str]) -> List[Comparison]:
-    va, vb = pair(a, b)
-    keys = sorted(set(va) | set(vb))
-    return [Comparison(k, units.get(k[0]) or _guess_unit(k[0]), va.get(k), vb.get(k)) for k in keys]
+    (va, ia), (vb, ib) = pair(a, b)
+    keys = sorted(set(va) | set(vb) | set(ia) | set(ib))
+    return [Comparison(k, units.get(k[0]) or _guess_unit(k[0]), va.get(k), vb.get(k),
+                       "; ".join(f"{side}: {why[k]}" for side, why in (("A", ia), ("B", ib))
+                                 if k in why))
+            for k in keys]
 
 
 def _guess_unit(benchmark: str) -> str:
@@ -192,11 +205,12 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float)
         name = benchmark.replace(BENCHMARK_PREFIX, "")
         if len(c.key) > 4:
             name += f" [{c.key[4]}]"
-        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "–"
+        ratio = f"{c.ratio:.3f}" if c.ratio is not None and not c.no_result else "–"
         verdict = c.verdict(factor)
+        note = table.footnote(c.no_result) if c.no_result else None
         table.rows.append([Cell(name), Cell(target or "(framework)"), Cell(model), Cell(precision),
                            Cell(_format(c.a, c.unit)), Cell(_format(c.b, c.unit)), Cell(ratio),
-                           Cell(verdict)])
+                           Cell(verdict, note=note)])
     counts: Dict[str, int] = {}
     for c in results:
         counts[c.verdict(factor)] = counts.get(c.verdict(factor), 0) + 1

@@ -85,6 +85,10 @@ class Report:
         value = run.values.get(key)
         if value is not None:
             return Outcome("ok", value, record=run.record(row.target, model, precision, True))
+        invalid = next((r.invalid[key] for r in row.runs if key in r.invalid), None)
+        if invalid:
+            return Outcome("no result", reason=f"not a figure: in asv's results, {invalid}",
+                           record=record)
         if record is not None and record.get("status") != "ok":
             return Outcome(record["status"], reason=record.get("error") or record["status"],
                            record=record)

@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -43,9 +44,57 @@ class ResultsError(ValueError):
 
 
 def load_json(path: str) -> Any:
-    """json.load that accepts asv's bare NaN / Infinity / -Infinity."""
-    with open(path) as f:
-        return json.loads(f.read(), parse_constant=lambda name: float(name.replace("Infinity", "inf")))
+    """json.load that accepts asv's bare NaN / Infinity / -Infinity; a file that cannot be read or
+    is not JSON (a truncated write, say) is a ResultsError naming it."""
+    try:
+        with open(path) as f:
+            return json.loads(f.read(),
+                              parse_constant=lambda name: float(name.replace("Infinity", "inf")))
+    except OSError as error:
+        raise ResultsError(f"{path}: cannot read it ({error.strerror})") from None
+    except ValueError as error:
+        raise ResultsError(f"{path}: not JSON, truncated or corrupt ({error})") from None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def check_result_file(data: Any, path: str) -> Dict[str, Any]:
+    """``data`` if it has the layout of an asv result file where this module reads it, else a
+    ResultsError naming the file and what is wrong."""
+    def wrong(what: str) -> ResultsError:
+        return ResultsError(f"{path}: not an asv result file: {what}")
+
+    if not isinstance(data, dict):
+        raise wrong(f"the file holds {_kind(data)}, not an object")
+    for key, kind in (("results", dict), ("result_columns", list), ("params", dict),
+                      ("requirements", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise wrong(f"{key!r} is {_kind(data[key])}, not {_kind(kind())}")
+    date = data.get("date")
+    if date is not None and (isinstance(date, bool) or not isinstance(date, (int, float))
+                             or not math.isfinite(date)):
+        raise wrong(f"'date' is {date!r}, not milliseconds since the epoch")
+    columns = data.get("result_columns") or []
+    for name, entry in (data.get("results") or {}).items():
+        if not isinstance(entry, list):
+            raise wrong(f"{name} is {_kind(entry)}, not a list of result columns")
+        fields = dict(zip(columns, entry))
+        params = fields.get("params")
+        if params is not None and not (isinstance(params, list)
+                                       and all(isinstance(p, list) for p in params)):
+            raise wrong(f"{name}: 'params' is not a list of parameter lists")
+        for column in ("result", "samples"):
+            if fields.get(column) is not None and not isinstance(fields[column], list):
+                raise wrong(f"{name}: {column!r} is {_kind(fields[column])}, not a list (one "
+                            "entry per combination of parameters)")
+    return data
+
+
+def load_result_file(path: str) -> Dict[str, Any]:
+    return check_result_file(load_json(path), path)
 
 
 def unquote(text: str) -> str:
@@ -60,8 +109,24 @@ class Value:
     std: Optional[float]  # None: no samples, so no measured spread
     samples: Tuple[float, ...] = ()
 
+    @staticmethod
+    def problem(result: Any, samples: Any) -> Optional[str]:
+        """Why asv's figure is no number (a non-finite window), or None."""
+        if result is not None and (isinstance(result, bool)
+                                   or not isinstance(result, (int, float))):
+            return f"its result is {_kind(result)}, not a number"
+        if samples is not None and not isinstance(samples, list):
+            return f"its samples are {_kind(samples)}, not a list"
+        bad = [x for x in samples or [] if isinstance(x, bool) or not isinstance(x, (int, float))
+               or not math.isfinite(x)]
+        if bad:
+            return f"{len(bad)} of its {len(samples)} samples are not finite numbers " \
+                   f"({', '.join(sorted({json.dumps(x) for x in bad}))})"
+        return None
+
     @classmethod
     def from_asv(cls, result: Any, samples: Optional[List[float]]) -> Optional["Value"]:
+        """The figure, or None where asv has none (NaN: not measured).  Check ``problem`` first."""
         if result is None or (isinstance(result, float) and not math.isfinite(result)):
             return None
         if samples:
@@ -86,6 +151,7 @@ class Run:
     requirements: Dict[str, str]
     values: Dict[Key, Value] = field(default_factory=dict)
     attempted: Dict[Key, bool] = field(default_factory=dict)  # asv listed it (value or not)
+    invalid: Dict[Key, str] = field(default_factory=dict)  # a figure that is no number: why
     records: List[Record] = field(default_factory=list)
     path: str = ""
     release: Optional[str] = None  # the ledger release of the commit, "torch-2.14.1"
@@ -146,11 +212,30 @@ def combinations(data: Dict[str, Any]) -> Iterator[Tuple[str, Tuple[str, ...], D
             yield benchmark, tuple(unquote(p) for p in combo), cell, fields
 
 
+def other_grids(data: Dict[str, Any]) -> Dict[str, int]:
+    """The suite's benchmarks of a result file whose grid is not (mode, model, precision): name
+    -> number of parameters.  Nothing says which of their parameters is which."""
+    columns = data.get("result_columns", [])
+    out = {}
+    for benchmark, entry in (data.get("results") or {}).items():
+        params = dict(zip(columns, entry)).get("params") or []
+        if benchmark.startswith(BENCHMARK_PREFIX) and len(params) != 3:
+            out[benchmark] = len(params)
+    return out
+
+
 def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
                      records: Optional[List[Record]] = None) -> Run:
     """One result file; ``releases`` maps commits to release tags (the ledger's), ``records`` are
-    the run's (their ``release`` names it too)."""
-    data = load_json(path)
+    the run's (their ``release`` names it too).  Benchmarks of another parameter grid are left
+    out with a warning."""
+    data = load_result_file(path)
+    skipped = other_grids(data)
+    if skipped:
+        counts = sorted(set(skipped.values()))
+        record.warn(f"{path}: {len(skipped)} benchmark(s) with {' or '.join(map(str, counts))} "
+                    f"parameters left out ({', '.join(sorted(skipped))[:200]}): this fwkernels "
+                    f"reads the suite's grid of three (mode or framework, model, precision)")
     params = data.get("params", {})
     commit = data.get("commit_hash", "")
     named = [r.release for r in records or [] if r.get("release")]
@@ -164,6 +249,10 @@ def read_result_file(path: str, releases: Optional[Dict[str, str]] = None,
             first = target_name(run.framework, "" if first == DEFAULT_MODE else first)
         key: Key = (benchmark, first, model, precision)
         run.attempted[key] = True
+        problem = Value.problem(cell.get("result"), cell.get("samples"))
+        if problem:
+            run.invalid[key] = problem
+            continue
         value = Value.from_asv(cell.get("result"), cell.get("samples"))
         if value is not None:
             run.values[key] = value
@@ -211,8 +300,17 @@ def benchmark_units(results_dir: str) -> Dict[str, str]:
     path = os.path.join(results_dir, "benchmarks.json")
     if not os.path.exists(path):
         return {}
-    return {name: info.get("unit", "") for name, info in load_json(path).items()
+    return {name: info.get("unit", "") for name, info in load_benchmarks(path).items()
             if isinstance(info, dict) and name.startswith(BENCHMARK_PREFIX)}
+
+
+def load_benchmarks(path: str) -> Dict[str, Any]:
+    """asv's benchmarks.json: benchmark name -> its description."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: not asv's benchmarks.json: the file holds {_kind(data)}, "
+                           "not an object")
+    return data
 
 
 def higher_is_better(unit: str) -> bool:
@@ -281,27 +379,41 @@ def widen_benchmark_grids(results_dir: str) -> List[str]:
     precisions, another profile's frameworks.  Each result file keeps its own grid;
     the union keeps them all.  Returns the benchmarks whose grid grew.
     """
+    if not os.path.isdir(results_dir):
+        raise ResultsError(f"no results directory {results_dir!r}")
     path = os.path.join(results_dir, "benchmarks.json")
     if not os.path.exists(path):  # nothing discovered yet: nothing to publish either
         return []
-    benchmarks = load_json(path)
+    benchmarks = load_benchmarks(path)
     widened = []
     for result_path in sorted(glob.glob(os.path.join(results_dir, "*", "*.json"))):
         if os.path.basename(result_path) == "machine.json":
             continue
-        data = load_json(result_path)
+        data = load_result_file(result_path)
         columns = data.get("result_columns", [])
         for name, entry in (data.get("results") or {}).items():
             grid = dict(zip(columns, entry)).get("params") or []
             info = benchmarks.get(name)
-            if not isinstance(info, dict) or len(grid) != len(info.get("params", [])):
+            known_grid = info.get("params") if isinstance(info, dict) else None
+            if not isinstance(known_grid, list) or len(grid) != len(known_grid):
                 continue
-            for values, known in zip(grid, info["params"]):
+            for values, known in zip(grid, known_grid):
                 new = [v for v in values if v not in known]
                 if new:
                     known.extend(new)
                     widened.append(name)
-    with open(path, "w") as f:
-        json.dump(benchmarks, f, indent=4, sort_keys=True)
+    write_atomically(path, json.dumps(benchmarks, indent=4, sort_keys=True))
     return sorted(set(widened))
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a reader or a kill sees the old file)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 

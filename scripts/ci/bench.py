@@ -5,7 +5,8 @@
     bench.sh measure --machine M --work DIR [--previous DIR]       # nightly, on the GPU runner
     bench.sh check --work DIR [--factor F]                         # nightly regression check
     bench.sh store --work DIR --branch-dir DIR --machine M         # nightly results -> branch
-    bench.sh pull-request --base SHA --head SHA --machine M --work DIR [--factor F]
+    bench.sh pull-request [--base SHA] --head SHA [--head-from DIR] --machine M --work DIR
+                          [--factor F]
 
 asv's commits are framework releases (the release ledger, docs/releases.md). `measure` runs the
 releases of the work directory's releases.toml (the discovered one, else the repository's) that
@@ -39,7 +40,9 @@ import base64
 import glob
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -395,21 +398,53 @@ def token_environment(gh: bool = False) -> Dict[str, str]:
 def cmd_store(args: argparse.Namespace) -> int:
     """Nightly: this run's results, records and latest/ committed and pushed to the branch."""
     work, branch_dir = os.path.abspath(args.work), os.path.abspath(args.branch_dir)
-    for sub in ("results", "records"):
-        copy_tree(os.path.join(work, sub), os.path.join(branch_dir, sub))
+    # The work directory holds this machine's results as measure restored them from the branch,
+    # changed by the night (new files, files folded away): the branch mirrors them, deletions
+    # included.  Other machines' folders are theirs: a nightly of another may have pushed since.
+    if not os.path.isdir(os.path.join(work, "results", args.machine)):
+        sys.exit(f"no results of {args.machine} in {work}: nothing to store (and nothing of the "
+                 "branch's removed)")
+    for sub in ("results", "records", "latest"):
+        mirror(os.path.join(work, sub, args.machine), os.path.join(branch_dir, sub, args.machine))
+    for path in glob.glob(os.path.join(work, "results", "*.json")):  # asv's benchmarks.json
+        shutil.copy2(path, os.path.join(branch_dir, "results"))
     latest = os.path.join(branch_dir, "latest", args.machine)
-    shutil.rmtree(latest, ignore_errors=True)
-    copy_tree(os.path.join(work, "latest", args.machine), latest)
-    git("add", "--all", "results", "records", "latest", cwd=branch_dir)
+    present = [sub for sub in ("results", "records", "latest")  # on disk, or removed from it
+               if os.path.exists(os.path.join(branch_dir, sub))
+               or git("ls-files", sub, cwd=branch_dir)]
+    git("add", "--all", "--", *present, cwd=branch_dir)
     if not git("status", "--porcelain", cwd=branch_dir):
         print("nothing new to store")
         return 0
     message = f"Nightly results of {args.machine}: {', '.join(release_names(latest, work)) or 'none'}"
-    git("-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid",
-        "commit", "--quiet", "-m", message, cwd=branch_dir)
+    identity = ["-c", "user.name=fwkernels nightly", "-c", "user.email=nightly@fwkernels.invalid"]
+    git(*identity, "commit", "--quiet", "-m", message, cwd=branch_dir)
     branch = git("rev-parse", "--abbrev-ref", "HEAD", cwd=branch_dir)
-    return run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
-               cwd=branch_dir, env=token_environment())
+    for attempt in range(1, PUSH_ATTEMPTS + 1):
+        status = run(["git", "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"],
+                     check=False, cwd=branch_dir, env=token_environment())
+        if status == 0 or attempt == PUSH_ATTEMPTS:
+            break
+        print(f"push rejected (attempt {attempt} of {PUSH_ATTEMPTS}): rebasing tonight's commit "
+              f"on the branch's new ones", flush=True)
+        if run(["git", *identity, "pull", "--rebase", "--quiet", "origin", branch], check=False,
+               cwd=branch_dir, env=token_environment()) != 0:
+            subprocess.run(["git", "rebase", "--abort"], cwd=branch_dir)
+            sys.exit("the rebase on the results branch's new commits failed: tonight's results "
+                     "are in the run's `nightly` artifact")
+    if status != 0:
+        sys.exit(f"git push failed {PUSH_ATTEMPTS} times: tonight's results are in the run's "
+                 "`nightly` artifact")
+    return 0
+
+
+PUSH_ATTEMPTS = 3
+
+
+def mirror(source: str, target: str) -> None:
+    """``target`` becomes a copy of ``source``: what ``source`` lacks is removed."""
+    shutil.rmtree(target, ignore_errors=True)
+    copy_tree(source, target)
 
 
 def cmd_pull_request(args: argparse.Namespace) -> int:
@@ -419,7 +454,10 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
         sys.exit("the checkout has local changes: pull-request checks out the base and the head")
     work = os.path.abspath(args.work)
     original = git("rev-parse", "HEAD")
-    base, head = git("rev-parse", args.base), git("rev-parse", args.head)
+    if args.head_from:
+        fetch_reviewed_head(args.head_from, args.head)
+    head = git("rev-parse", args.head)
+    base = git("rev-parse", args.base) if args.base else git("merge-base", original, head)
     if base == head:
         sys.exit(f"base and head are the same commit {base[:8]}: nothing to compare")
     releases_file(work)
@@ -443,6 +481,18 @@ def cmd_pull_request(args: argparse.Namespace) -> int:
         summary(f"asv run at the head exited with status {asv_status}: some benchmarks failed "
                 "(their reasons are in the records of the work directory).\n")
     return status or asv_status
+
+
+def fetch_reviewed_head(checkout: str, reviewed: str) -> None:
+    """Fetch the head of a checkout of the pull request; it must still be the commit a
+    maintainer reviewed (a push after the review never reaches the GPU runner)."""
+    if not re.fullmatch(r"[0-9a-f]{40}", reviewed):
+        sys.exit(f"--head {reviewed!r}: give the full SHA of the reviewed commit")
+    run(["git", "fetch", "--quiet", "--no-tags", os.path.abspath(checkout), "HEAD"], cwd=ROOT)
+    fetched = git("rev-parse", "FETCH_HEAD")
+    if fetched != reviewed:
+        sys.exit(f"the pull request is at {fetched[:8]}, not at the reviewed {reviewed[:8]}: "
+                 "review the new commits and dispatch again")
 
 
 def label(side_work: str, results: str, records: str, side: str) -> None:
@@ -523,15 +573,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pull-request", help=cmd_pull_request.__doc__)
     suite_options(p)
-    p.add_argument("--base", required=True, help="base commit")
-    p.add_argument("--head", required=True, help="head commit")
+    p.add_argument("--base", help="base commit (default: the merge base of the checkout and "
+                                   "--head)")
+    p.add_argument("--head", required=True, help="head commit (with --head-from: the full SHA "
+                                                 "a maintainer reviewed)")
+    p.add_argument("--head-from", metavar="DIR", help="a checkout of the pull request: fetch its "
+                   "HEAD first, which must be --head")
     factor_option(p)
     p.set_defaults(func=cmd_pull_request)
     return parser
 
 
+def factor_problem(text: Optional[str]) -> Optional[str]:
+    """Why a regression factor would not gate (NaN compares false with everything), or None."""
+    try:
+        if text is None or (math.isfinite(float(text)) and float(text) >= 1):
+            return None
+    except ValueError:
+        pass
+    return f"--factor / REGRESSION_FACTOR must be a finite number >= 1 (1.1: fail on more than " \
+           f"10% worse), got {text!r}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = factor_problem(getattr(args, "factor", None))
+    if problem:
+        print(f"bench: error: {problem}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 
