@@ -295,3 +295,21 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
     wrong = subprocess.run([*script, "torch:jit", "keras-torch", str(path)],
                            capture_output=True, text=True)
     assert wrong.returncode != 0 and "valid modes: eager, channels_last" in wrong.stderr
+
+
+def test_noise_is_the_spread_between_runs_of_one_combination():
+    """Two runs of a combination 10% apart, one of another 2% apart, one measured once (left
+    out), one failed run (left out): nearest-rank median 2%, 95th percentile 10%.
+    The figures are inputs of the arithmetic, not results."""
+    from fwkernels.report.analysis import noise, run_to_run_spreads
+
+    def rec(model: str, rate: float, status: str = "ok") -> Record:
+        return Record({"framework": "torch", "mode": "eager", "model": model, "precision": "fp32",
+                       "status": status, "framework_version": "2.14.1", "asv_machine": "m",
+                       "samples_per_s": rate})
+
+    records = [rec("resnet50", 95.0), rec("resnet50", 105.0), rec("ncf", 99.0), rec("ncf", 101.0),
+               rec("vgg19", 50.0), rec("vgg19", 10.0, "oom")]
+    assert run_to_run_spreads(records, "samples_per_s") == pytest.approx([0.02, 0.1])
+    row = next(line for line in noise(records).splitlines() if line.startswith("| samples_per_s"))
+    assert row.endswith("| 2 | 2.00% | 10.00% | 10.00% | 10% |"), row
