@@ -5,7 +5,9 @@
    - the regressions table names the release of each commit (the ledger's tags). */
 (function ($) {
     function hasData(series) {
-        return series.data.some(function (point) { return point[1] !== null && point[1] !== undefined; });
+        return series.data.some(function (point) {
+            return point[1] !== null && point[1] !== undefined;
+        });
     }
 
     $.plot.plugins.push({
@@ -44,7 +46,9 @@
             if (!hashes || cell.find(".fwkernels-release").length) {
                 return;
             }
-            var tags = [hashes[1], hashes[2]].filter(Boolean).map(function (h) { return names[h] || h; });
+            var tags = [hashes[1], hashes[2]].filter(Boolean).map(function (h) {
+                return names[h] || h;
+            });
             cell.append($("<div class='fwkernels-release'/>").text(tags.join(" \u2192 ")));
         });
     }
