@@ -66,16 +66,15 @@ def history_links(report: Report) -> List[Dict[str, str]]:
                     in run.values if benchmark == THROUGHPUT and target == framework}
         if not measured:
             continue
-        models = [m for m in ["resnet50", *MODELS] if any(m == k[0] for k in measured)]
+        model = next(m for m in ["resnet50", *MODELS] if any(m == k[0] for k in measured))
         precision = next(p for p in report.precisions + sorted({k[1] for k in measured})
-                         if (models[0], p) in measured)
-        releases = sorted({run.release for run in runs}, key=lambda tag: next(
-            run.date for run in runs if run.release == tag))
+                         if (model, p) in measured)
+        releases = dict.fromkeys(run.release for run in sorted(runs, key=lambda r: r.date))
         info = FRAMEWORKS.get(framework)
         links.append({
             "machine": report.machine, "framework": info.title if info else framework,
-            "title": f"{MODELS[models[0]].title} training throughput, {precision}",
-            "href": report.graph_link(THROUGHPUT, framework, models[0], precision, root=""),
+            "title": f"{MODELS[model].title} training throughput, {precision}",
+            "href": report.graph_link(THROUGHPUT, framework, model, precision, root=""),
             "releases": ", ".join(releases)})
     return links
 

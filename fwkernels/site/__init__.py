@@ -115,8 +115,11 @@ def make_offline(html_dir: str, report_link: str) -> None:
     shutil.copytree(VENDOR_DIR, os.path.join(html_dir, SITE_VENDOR), dirs_exist_ok=True)
     os.makedirs(os.path.join(html_dir, os.path.dirname(SITE_ADDITIONS)), exist_ok=True)
     shutil.copy(ADDITIONS, os.path.join(html_dir, SITE_ADDITIONS))
-    html = next(text for text in (_read(os.path.join(html_dir, page))
-                                  for page in ("index.html", ASV_PAGE)) if is_asv_page(text))
+    html = next((text for text in (_read(os.path.join(html_dir, page))
+                                   for page in ("index.html", ASV_PAGE)) if is_asv_page(text)), None)
+    if html is None:
+        raise SiteError(f"neither index.html nor {ASV_PAGE} in {html_dir} is asv's page: "
+                        "run `asv publish` first")
     with open(os.path.join(html_dir, ASV_PAGE), "w") as f:
         f.write(offline_index(html, report_link))
 
