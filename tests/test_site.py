@@ -239,9 +239,9 @@ def test_landing_page_says_what_the_site_is_and_leads_with_report_and_history(br
     assert "asv" in browser.find_element("css selector", "p.intro").text
     screenshot(browser, "site-landing.png")
     history = browser.find_elements("css selector", "#history-links td a")
-    frameworks = {link.get_attribute("href") for link in history}
-    assert len(frameworks) == len(history) >= 4  # torch, jax, keras-jax, keras-torch on the H200
-    for href in sorted(frameworks):
+    hrefs = {link.get_attribute("href") for link in history}
+    assert len(hrefs) == len(history) >= 4  # torch, jax, keras-jax, keras-torch on the H200
+    for href in sorted(hrefs):
         branch = re.search(r"branch=([\w-]+)", href).group(1)
         assert len(show_graph(browser, href)) == 1, href  # one framework, mode, model, precision
         assert measured(site, THROUGHPUT, branch, mode="default", model="resnet50",
