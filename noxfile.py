@@ -57,9 +57,11 @@ def ledger(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def site(session: nox.Session) -> None:
-    """The published site (asv publish + report pages) in headless chromium; screenshots in
-    test-artifacts/.  Needs Debian's chromium and chromium-driver (.ci/run installs them)."""
-    session.install("-e", ".[test,report]", "asv==0.6.6", "asv_runner==0.3.2", "selenium>=4.20")
+    """The published site (ledger build, asv publish, report pages) in headless chromium;
+    screenshots in test-artifacts/.  Needs Debian's chromium and chromium-driver (.ci/run
+    installs them)."""
+    session.install("-e", ".[test,report,ledger]", "asv==0.6.6", "asv_runner==0.3.2",
+                    "selenium>=4.20")
     session.run("pytest", "-q", "tests/test_site.py", *session.posargs,
                 env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 

@@ -1,8 +1,8 @@
 """The ``fwkernels`` command line: every subcommand is registered here.
 
-    list, measure, sweep, render, loss-curve             measuring
-    report, compare, widen-grids                         asv results
-    combination-time, framework-ratio, internal-memory   records files
+    list, measure, sweep, render, loss-curve                   measuring
+    report, compare, widen-grids                               asv results
+    combination-time, framework-ratio, internal-memory, noise  records files
 """
 from __future__ import annotations
 
@@ -297,6 +297,11 @@ def cmd_internal_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_noise(args: argparse.Namespace) -> int:
+    print(analysis.noise(measured_by(record.read_all(args.records), args.measured_by)))
+    return 0
+
+
 def _list(text: str) -> List[str]:
     return [v for v in text.split(",") if v]
 
@@ -450,6 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "file as a Markdown table", description=analysis.internal_memory.__doc__)
     p.add_argument("records", help="a JSON-lines records file (an MXNet sweep)")
     p.set_defaults(func=cmd_internal_memory)
+
+    p = sub.add_parser("noise", help="run-to-run spread of each figure, from records files "
+                       "(the regression thresholds of asv.conf.json)",
+                       description=analysis.noise.__doc__)
+    p.add_argument("records", nargs="+", help="JSON-lines records files")
+    measured_by_option(p)
+    p.set_defaults(func=cmd_noise)
 
     add_ledger_parser(sub)
     return parser

@@ -1,12 +1,20 @@
 """The published site in a real headless browser (Debian's chromium through Selenium).
 
-Builds the site the way the main job does, from the real results in tests/data:
-``asv publish`` into a temporary folder, then ``fwkernels report`` into the same
-folder, serves it on 127.0.0.1 and checks, in chromium, that the report page and
-asv's graph page render with data, link to each other, load nothing from the
-network and log no console error.  Screenshots go to test-artifacts/ (or
-$FWKERNELS_TEST_ARTIFACTS).  Run with ``nox -s site``; needs
-``apt-get install chromium chromium-driver`` (.ci/run does it).
+Builds the site the way the main job does, over the release ledger: ``fwkernels ledger build``,
+``asv publish`` with this repository's asv.conf.json (its regression settings included), then
+``fwkernels report``, into a temporary folder, from the H200's results in results/ and
+records/ (one release per framework), plus one constructed release (below). It serves the
+site on 127.0.0.1 and checks, in chromium, what a user sees: the landing page leads to the
+report and the history graphs, a graph's legend has one entry per configuration measured,
+the regressions page holds no throughput gain and names releases, no request leaves the
+machine, the browser console logs no error. Screenshots go to test-artifacts/ (or
+$FWKERNELS_TEST_ARTIFACTS). Run with ``nox -s site``; needs ``apt-get install chromium
+chromium-driver`` (.ci/run does it).
+
+The constructed release: torch 2.12.1 is given torch 2.11.0's results with one throughput
+raised by a quarter (ResNet-50) and one lowered by a fifth (VGG-19), both fp32, so that
+asv's regression detection has a gain and a loss to tell apart. They are test inputs, not
+measurements.
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import functools
 import hashlib
 import base64
 import http.server
+import itertools
 import json
 import os
 import re
@@ -22,17 +31,23 @@ import subprocess
 import sys
 import threading
 import time
+from urllib.parse import urlparse
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(REPO, "tests", "data")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = os.environ.get("FWKERNELS_TEST_ARTIFACTS", os.path.join(REPO, "test-artifacts"))
-MACHINE = "cpu-fixture"
+MACHINE = "h200"
+THROUGHPUT = "training.Training.track_samples_per_s"
+TIME_PER_SAMPLE = "training.Training.track_time_per_sample"
+BASE, CONSTRUCTED = "torch-2.11.0", "torch-2.12.1"
+GAIN = (("'default'", "'resnet50'", "'fp32'"), 1.25)
+LOSS = (("'default'", "'vgg19'", "'fp32'"), 0.8)
 
 webdriver = pytest.importorskip("selenium.webdriver")
 asv = pytest.importorskip("asv")
+pytest.importorskip("git")  # fwkernels ledger build
 
 
 def _browser_missing() -> str:
@@ -46,23 +61,68 @@ if _browser_missing():
     pytest.skip(_browser_missing(), allow_module_level=True)
 
 
+def asv_config() -> dict:
+    """This repository's asv.conf.json (asv's own reader: it takes the // comments)."""
+    from asv.config import Config
+
+    return dict(vars(Config.load(os.path.join(REPO, "asv.conf.json"))))
+
+
+def _scale(entry: list, columns: list, combination: tuple, factor: float) -> None:
+    """Multiply one combination's value, statistics and samples in an asv result entry."""
+    row = dict(zip(columns, entry))
+    index = list(itertools.product(*row["params"])).index(combination)
+    for name in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+        if row.get(name) and row[name][index] is not None:
+            row[name][index] *= factor
+    if row.get("samples") and row["samples"][index]:
+        row["samples"][index] = [x * factor for x in row["samples"][index]]
+    entry[:] = [row[c] for c in columns]
+
+
+def construct_release(results: str, ledger: str) -> None:
+    """CONSTRUCTED's result file: BASE's with GAIN and LOSS applied (see the module's doc)."""
+    from fwkernels.ledger import releases
+    from fwkernels.ledger.build import resolve
+    from fwkernels.ledger.fold import release_date_ms
+
+    base, commit = resolve(ledger, BASE), resolve(ledger, CONSTRUCTED)
+    with open(os.path.join(results, f"{base[:8]}-existing-py3.12.json")) as f:
+        data = json.load(f)
+    data["commit_hash"] = commit
+    data["date"] = release_date_ms(releases.load(os.path.join(REPO, "releases.toml")), CONSTRUCTED)
+    for combination, factor in (GAIN, LOSS):
+        _scale(data["results"][THROUGHPUT], data["result_columns"], combination, factor)
+        _scale(data["results"][TIME_PER_SAMPLE], data["result_columns"], combination, 1 / factor)
+    with open(os.path.join(results, f"{commit[:8]}-existing-py3.12.json"), "w") as f:
+        json.dump(data, f)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> str:
-    """asv publish + fwkernels report into one folder, as scripts/bench does."""
+    """fwkernels ledger build, asv publish and fwkernels report into one folder, as
+    scripts/bench does."""
     root = tmp_path_factory.mktemp("site")
-    shutil.copytree(os.path.join(DATA, "results"), root / "results")
-    shutil.copytree(os.path.join(DATA, "records"), root / "records")
-    config = {"version": 1, "project": "fwkernels", "repo": REPO, "branches": ["main"],
-              "environment_type": "virtualenv", "pythons": ["3.11"],
-              "benchmark_dir": os.path.join(REPO, "benchmarks"),
-              "results_dir": str(root / "results"), "html_dir": str(root / "html"),
-              "env_dir": str(root / "env")}
+    ledger = str(root / ".asv" / "ledger")
+    subprocess.run([sys.executable, "-m", "fwkernels", "ledger", "build", "--releases",
+                    os.path.join(REPO, "releases.toml"), "--ledger", ledger], check=True,
+                   stdout=subprocess.DEVNULL)
+    shutil.copytree(os.path.join(REPO, "results", MACHINE), root / "results" / MACHINE)
+    shutil.copy(os.path.join(REPO, "results", "benchmarks.json"), root / "results")
+    shutil.copytree(os.path.join(REPO, "records", MACHINE), root / "records" / MACHINE)
+    construct_release(str(root / "results" / MACHINE), ledger)
+    config = {key: value for key, value in asv_config().items()
+              if key in ("project", "branches", "environment_type", "pythons",
+                         "regressions_first_commits", "regressions_thresholds")}
+    config.update(version=1, repo=ledger, benchmark_dir=os.path.join(REPO, "benchmarks"),
+                  results_dir=str(root / "results"), html_dir=str(root / "html"),
+                  env_dir=str(root / "env"))
     (root / "asv.conf.json").write_text(json.dumps(config))
     subprocess.run([sys.executable, "-m", "asv", "--config", str(root / "asv.conf.json"),
-                    "publish"], check=True, cwd=root)
+                    "publish"], check=True, cwd=root, stdout=subprocess.DEVNULL)
     subprocess.run([sys.executable, "-m", "fwkernels", "report", "--results", str(root / "results"),
                     "--html-dir", str(root / "html")], check=True, cwd=root,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return str(root / "html")
 
 
@@ -93,7 +153,7 @@ def browser(tmp_path_factory):
                  "--disable-sync", "--window-size=1400,1000",
                  f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
     driver.quit()
@@ -101,6 +161,16 @@ def browser(tmp_path_factory):
 
 def console_errors(driver) -> list:
     return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def requested_urls(driver) -> list:
+    """Every URL the page requested since the last call (Chrome's network log)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
 
 
 def wait_for(driver, script: str, timeout: float = 30.0):
@@ -122,6 +192,66 @@ def screenshot(driver, name: str) -> str:
     return path
 
 
+PLOTTED = ("(window.jQuery && $('#main-graph').data('plot')) ? $('#main-graph').data('plot')"
+           ".getData().reduce((n, s) => n + s.data.filter(p => p[1] !== null).length, 0) : 0")
+LEGEND = "Array.from(document.querySelectorAll('#main-graph .legendLabel')).map(e => e.textContent)"
+
+
+def show_graph(driver, url: str) -> list:
+    """Open one of asv's graphs; its legend's labels once it plotted data."""
+    driver.get(url)
+    assert wait_for(driver, PLOTTED), f"asv's graph shows no data point: {url}"
+    return driver.execute_script(f"return {LEGEND}")
+
+
+def measured(site: str, benchmark: str, branch: str = None, **fixed: str) -> set:
+    """The combinations with a value in the site's results, as (name, value) items without the
+    fixed parameters, over the release commits of the branch (all branches when None)."""
+    from fwkernels.ledger.build import tags_by_commit
+
+    results = os.path.join(os.path.dirname(site), "results", MACHINE)
+    tags = tags_by_commit(os.path.join(os.path.dirname(site), ".asv", "ledger"))
+    found = set()
+    for name in os.listdir(results):
+        if name == "machine.json":
+            continue
+        with open(os.path.join(results, name)) as f:
+            data = json.load(f)
+        framework = tags[data["commit_hash"]].rpartition("-")[0]
+        if branch and framework != branch:
+            continue
+        row = dict(zip(data["result_columns"], data["results"][benchmark]))
+        for combination, value in zip(itertools.product(*row["params"]), row["result"]):
+            named = dict(zip(("mode", "model", "precision"), (v.strip("'") for v in combination)))
+            if value is not None and all(named[k] == v for k, v in fixed.items()):
+                found.add(tuple(sorted([(k, v) for k, v in named.items() if k not in fixed]
+                                       + ([] if branch else [("branch", framework)]))))
+    return found
+
+
+def test_landing_page_says_what_the_site_is_and_leads_with_report_and_history(browser, server,
+                                                                               site):
+    browser.get(f"{server}/index.html")
+    assert browser.title.startswith("fwkernels")
+    headings = browser.execute_script(
+        "return Array.from(document.querySelectorAll('main h2')).map(h => h.textContent)")
+    assert headings[:2] == ["Report", "History graphs"], headings
+    assert "asv" in browser.find_element("css selector", "p.intro").text
+    screenshot(browser, "site-landing.png")
+    history = browser.find_elements("css selector", "#history-links td a")
+    hrefs = {link.get_attribute("href") for link in history}
+    assert len(hrefs) == len(history) >= 4  # torch, jax, keras-jax, keras-torch on the H200
+    for href in sorted(hrefs):
+        branch = re.search(r"branch=([\w-]+)", href).group(1)
+        assert len(show_graph(browser, href)) == 1, href  # one framework, mode, model, precision
+        assert measured(site, THROUGHPUT, branch, mode="default", model="resnet50",
+                        precision="fp32")
+    browser.get(f"{server}/index.html")
+    browser.find_element("link text", "asv's grid").click()
+    assert wait_for(browser, "document.querySelectorAll('#summarygrid-display a').length > 0")
+    assert console_errors(browser) == []
+
+
 def test_report_page_renders_with_data(browser, server):
     browser.get(f"{server}/fwkernels/{MACHINE}.html")
     assert "fwkernels report" in browser.title
@@ -140,45 +270,86 @@ def test_report_page_renders_with_data(browser, server):
     assert console_errors(browser) == []
 
 
-def test_asv_graph_page_renders_with_data(browser, server):
-    browser.get(f"{server}/index.html")
-    assert wait_for(browser, "document.querySelectorAll('#summarygrid-display a').length > 0")
-    url = (f"{server}/index.html#training.Training.track_samples_per_s?machine={MACHINE}"
-           "&p-framework='torch'&p-model='ncf'&p-precision='fp32'")
-    browser.get(url)
-    points = wait_for(browser, "(window.jQuery && $('#main-graph').data('plot')) ? "
-                               "$('#main-graph').data('plot').getData()"
-                               ".reduce((n, s) => n + s.data.length, 0) : 0")
-    assert points and points > 0, "asv's graph shows no data point"
-    assert "No graphs to load" not in browser.find_element("id", "main-graph").text
+def test_graph_legend_has_one_entry_per_configuration_measured(browser, server, site):
+    """asv's default view of a graph (first branch, every mode, the first model and precision)
+    and every framework's ResNet-50: the legend lists what was measured, nothing else."""
+    labels = show_graph(browser, f"{server}/asv.html#{THROUGHPUT}?machine={MACHINE}")
     screenshot(browser, "site-asv-graph.png")
+    model, precision = re.search(r"model-(\w+); precision-(\w+)", labels[0]).groups()
+    first_branch = asv_config()["branches"][0]
+    modes = measured(site, THROUGHPUT, first_branch, model=model, precision=precision)
+    assert sorted(labels) == sorted(f"mode-{dict(m)['mode']}; model-{model}; precision-{precision}"
+                                    for m in modes)
+    assert len(modes) < 5  # the grid's five modes: a legend of every one would be a cross product
+    branches = "&".join(f"branch={b}" for b in asv_config()["branches"])
+    labels = show_graph(browser, f"{server}/asv.html#{THROUGHPUT}?machine={MACHINE}&{branches}"
+                                 "&p-mode='default'&p-model='resnet50'&p-precision='fp32'")
+    frameworks = measured(site, THROUGHPUT, mode="default", model="resnet50", precision="fp32")
+    assert len(labels) == len(frameworks) >= 4, labels
+    assert console_errors(browser) == []
+
+
+def test_regressions_page_lists_no_throughput_gain_and_names_releases(browser, server):
+    browser.get(f"{server}/asv.html#regressions")
+    assert wait_for(browser, "document.querySelectorAll('#regressions-body .fwkernels-release')"
+                             ".length > 0")
+    rows = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#regressions-body tbody tr'))"
+        ".map(tr => Array.from(tr.cells).map(td => td.textContent.trim()))")
+    screenshot(browser, "site-regressions.png")
+    names = [row[0] for row in rows]
+    assert not [n for n in names if n.startswith(THROUGHPUT)], names
+    loss = f"{TIME_PER_SAMPLE}({', '.join(LOSS[0])})"
+    gain = f"{TIME_PER_SAMPLE}({', '.join(GAIN[0])})"
+    assert loss in names and gain not in names, names
+    releases = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#regressions-body tbody tr'))"
+        ".map(tr => tr.querySelector('.fwkernels-release').textContent)")
+    assert releases[names.index(loss)] == CONSTRUCTED, releases  # one commit: the release
     assert console_errors(browser) == []
 
 
 def test_pages_link_both_ways(browser, server):
-    browser.get(f"{server}/index.html")
-    link = browser.find_element("css selector", "#nav-li-fwkernels-report a")
-    link.click()
-    assert wait_for(browser, "document.title.startsWith('fwkernels report')")
+    browser.get(f"{server}/asv.html")
+    browser.find_element("css selector", "#nav-li-fwkernels-report a").click()
+    assert wait_for(browser, "document.title.startsWith('fwkernels:')")
     browser.find_element("link text", MACHINE).click()
     assert wait_for(browser, f"document.title === 'fwkernels report: {MACHINE}'")
-    graph_link = browser.find_element("css selector", "td a[title='asv graph of this figure']")
-    graph_link.click()
-    assert wait_for(browser, "(window.jQuery && $('#main-graph').data('plot')) ? "
-                             "$('#main-graph').data('plot').getData().length : 0")
+    browser.find_element("css selector", "td a[title='asv graph of this figure']").click()
+    assert wait_for(browser, PLOTTED)
     assert console_errors(browser) == []
 
 
-def test_site_loads_nothing_from_the_network(site):
+def test_report_and_graph_request_nothing_from_the_network(browser, server, site):
     from fwkernels import site as site_module
 
-    pages = [os.path.join(site, "index.html"), os.path.join(site, "fwkernels", f"{MACHINE}.html")]
-    for page in pages:
-        with open(page) as f:
-            html = f.read()
-        assert site_module.remote_urls(html) == [], page
-        assert not re.search(r"(src|href)=\"https?://(?!github\.com)", html.replace(
-            'href="https://github.com/', "")), page
+    requested_urls(browser)  # empty the log
+    browser.get(f"{server}/fwkernels/{MACHINE}.html")
+    show_graph(browser, f"{server}/asv.html#{THROUGHPUT}?machine={MACHINE}")
+    urls = requested_urls(browser)
+    assert any(u.endswith("/vendor/js/jquery.flot.js") for u in urls), urls  # the log works
+    host = urlparse(server).netloc
+    assert [u for u in urls if urlparse(u).scheme in ("http", "https")
+            and urlparse(u).netloc != host] == []
+    for page in ("index.html", "asv.html", f"fwkernels/{MACHINE}.html"):
+        with open(os.path.join(site, page)) as f:
+            assert site_module.remote_urls(f.read()) == [], page
+
+
+def test_asv_config_leaves_out_of_regression_detection_exactly_the_throughput():
+    """asv matches the patterns at the start of '<benchmark>(<parameters>)'."""
+    from fwkernels.report.results import higher_is_better
+
+    config = asv_config()
+    with open(os.path.join(REPO, "results", "benchmarks.json")) as f:
+        benchmarks = {k: v for k, v in json.load(f).items() if k != "version"}
+    for name, benchmark in benchmarks.items():
+        entry = f"{name}({', '.join(p[0] for p in benchmark['params'])})@torch"
+        left_out = any(re.match(pattern, entry) for pattern, first
+                       in config["regressions_first_commits"].items() if first is None)
+        assert left_out == higher_is_better(benchmark["unit"]), name
+        if not left_out:
+            assert any(re.match(p, entry) for p in config["regressions_thresholds"]), name
 
 
 def test_vendored_files_are_the_cdn_files_asv_names():

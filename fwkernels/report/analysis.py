@@ -1,14 +1,16 @@
 """Tables from records files (no asv results needed): where a measurement's time went, one
-framework's throughput against another's, MXNet's internal-memory figures.
+framework's throughput against another's, MXNet's internal-memory figures, run-to-run noise.
 
     fwkernels combination-time RECORDS.jsonl ...
     fwkernels framework-ratio BASELINE OTHER RECORDS.jsonl ...
     fwkernels internal-memory RECORDS.jsonl
+    fwkernels noise RECORDS.jsonl ...
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from typing import Dict, Iterable, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import MODELS
@@ -100,3 +102,51 @@ def internal_memory(records: Iterable[Record], command: str) -> str:
                      f"| {_mib(r.get('internal_memory_forward_bytes'))} "
                      f"| {_mib(r.peak_memory_bytes)} / {_mib(r.forward_peak_memory_bytes)} |")
     return "\n".join(lines) + "\n"
+
+
+# record field -> the asv benchmarks whose figure it is (time per sample is 1 / samples per s,
+# so it has the same relative spread)
+NOISE_FIELDS = {
+    "samples_per_s": "track_samples_per_s, track_time_per_sample",
+    "step_time_s": "track_train_step_time",
+    "forward_backward_time_s": "track_forward_backward_time",
+    "forward_time_s": "track_forward_time",
+    "peak_memory_bytes": "track_peak_memory_train",
+    "forward_peak_memory_bytes": "track_peak_memory_forward",
+    "warmup_s": "track_warmup_time",
+}
+
+
+def run_to_run_spreads(records: Iterable[Record], field: str) -> List[float]:
+    """Per combination measured more than once with the same framework version on the same
+    machine: (largest - smallest) / mean of the field over its finished records, sorted."""
+    values: Dict[tuple, List[float]] = defaultdict(list)
+    for r in records:
+        if r.ok and r.get(field):
+            key = (r.get("asv_machine") or r.get("host"), r.get("framework_version"),
+                   r.framework, r.mode, r.model, r.precision, r.get("batch"))
+            values[key].append(float(r[field]))
+    return sorted((max(v) - min(v)) / (sum(v) / len(v)) for v in values.values() if len(v) > 1)
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile of sorted values."""
+    return sorted_values[max(0, math.ceil(fraction * len(sorted_values)) - 1)]
+
+
+def noise(records: Sequence[Record]) -> str:
+    """Run-to-run spread of each figure over the combinations measured more than once
+    (Markdown), and the threshold it suggests for asv's regression detection: the 95th
+    percentile, rounded up to a whole percent."""
+    lines = ["| record field | asv benchmarks | combinations | median | 95th percentile | largest "
+             "| suggested threshold |", "|---|---|---:|---:|---:|---:|---:|"]
+    for field, benchmarks in NOISE_FIELDS.items():
+        spreads = run_to_run_spreads(records, field)
+        if not spreads:
+            lines.append(f"| {field} | {benchmarks} | 0 | – | – | – | – |")
+            continue
+        p95 = percentile(spreads, 0.95)
+        lines.append(f"| {field} | {benchmarks} | {len(spreads)} "
+                     f"| {100 * percentile(spreads, 0.5):.2f}% | {100 * p95:.2f}% "
+                     f"| {100 * spreads[-1]:.2f}% | {max(1, math.ceil(100 * p95))}% |")
+    return "\n".join(lines)

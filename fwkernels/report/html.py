@@ -1,22 +1,24 @@
 """The report as self-contained HTML pages (inline CSS and SVG charts), inside asv's site.
 
-    <html_dir>/fwkernels/index.html       the machines, each with its latest commit
+    <html_dir>/index.html                 the landing page: what the site is, the reports,
+                                          the history graphs, regressions, asv's grid
     <html_dir>/fwkernels/<machine>.html   one machine's report
 
-When <html_dir> holds asv's published site, its index.html is made to work
-offline (fwkernels.site) and gets a link to these pages; the report's cells
-link back to asv's graph of each figure.
+When <html_dir> holds asv's published site, asv's index.html is made to work
+offline and moves to asv.html (fwkernels.site), with a link to the landing page;
+the report's cells and the landing page link to asv's graphs.
 """
 from __future__ import annotations
 
 import datetime
 import os
 import re
-from typing import List
+from typing import Dict, List
 
 import jinja2
 
 from fwkernels import site
+from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
 from fwkernels.report import charts
 from fwkernels.report.model import Report
@@ -52,6 +54,31 @@ def section_charts(report: Report, title: str) -> List[str]:
     return [svg for svg in out if svg]
 
 
+def history_links(report: Report) -> List[Dict[str, str]]:
+    """Per framework with releases measured on the machine: asv's graph of its training
+    throughput in its default mode, for ResNet-50 where it ran (else its first model) at the
+    first precision it ran."""
+    links = []
+    frameworks = sorted({run.framework for run in report.history if run.framework})
+    for framework in frameworks:
+        runs = [run for run in report.history if run.framework == framework]
+        measured = {(model, precision) for run in runs for (benchmark, target, model, precision)
+                    in run.values if benchmark == THROUGHPUT and target == framework}
+        if not measured:
+            continue
+        model = next(m for m in ["resnet50", *MODELS] if any(m == k[0] for k in measured))
+        precision = next(p for p in report.precisions + sorted({k[1] for k in measured})
+                         if (model, p) in measured)
+        releases = dict.fromkeys(run.release for run in sorted(runs, key=lambda r: r.date))
+        info = FRAMEWORKS.get(framework)
+        links.append({
+            "machine": report.machine, "framework": info.title if info else framework,
+            "title": f"{MODELS[model].title} training throughput, {precision}",
+            "href": report.graph_link(THROUGHPUT, framework, model, precision, root=""),
+            "releases": ", ".join(releases)})
+    return links
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                               autoescape=jinja2.select_autoescape(["html"]))
@@ -62,17 +89,22 @@ def render_page(report: Report, machines: List[str], asv_site: bool) -> str:
                  "charts": section_charts(report, title)} for title, tables in report.sections]
     return _environment().get_template("report.html").render(
         report=report, header=header_lines(report), sections=sections, machines=machines,
-        page_name=page_name, asv_site=asv_site,
-        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        page_name=page_name, asv_site=asv_site, asv_page=site.ASV_PAGE,
+        generated=_generated())
+
+
+def _generated() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def write_site(reports: List[Report], html_dir: str) -> List[str]:
-    """Write the report pages; make asv's site (if published there) offline and linked."""
+    """Write the landing page and the report pages; make asv's site (if published there)
+    offline, moved to asv.html and linked."""
     folder = os.path.join(html_dir, REPORT_FOLDER)
     os.makedirs(folder, exist_ok=True)
     asv_site = site.is_asv_site(html_dir)
     if asv_site:
-        site.make_offline(html_dir, report_link=f"{REPORT_FOLDER}/index.html")
+        site.make_offline(html_dir, report_link="index.html")
     machines = sorted(r.machine for r in reports)
     pages = []
     for report in reports:
@@ -80,9 +112,11 @@ def write_site(reports: List[Report], html_dir: str) -> List[str]:
         with open(path, "w") as f:
             f.write(render_page(report, machines, asv_site))
         pages.append(path)
-    index = os.path.join(folder, "index.html")
+    reports = sorted(reports, key=lambda r: r.machine)
+    index = os.path.join(html_dir, "index.html")
     with open(index, "w") as f:
-        f.write(_environment().get_template("index.html").render(
-            reports=sorted(reports, key=lambda r: r.machine), page_name=page_name,
-            asv_site=asv_site))
+        f.write(_environment().get_template("landing.html").render(
+            reports=reports, folder=REPORT_FOLDER, page_name=page_name, asv_site=asv_site,
+            asv_page=site.ASV_PAGE, generated=_generated(),
+            history=[link for r in reports for link in history_links(r)]))
     return [index] + pages

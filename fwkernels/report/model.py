@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import quote
 
+from fwkernels import site
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.report.results import Run, Value, run_names, select
@@ -119,8 +120,10 @@ class Report:
             f"fwkernels {commit} measured {', '.join(names)}"
             for commit, names in sorted(by_commit.items())) + ".")
 
-    def graph_link(self, benchmark: str, target: str, model: str, precision: str) -> Optional[str]:
-        """asv's graph page of this figure, relative to the report page (one folder down)."""
+    def graph_link(self, benchmark: str, target: str, model: str, precision: str,
+                   root: str = "../") -> Optional[str]:
+        """asv's graph page of this figure, relative to the report page (one folder below the
+        site's root; ``root=""``: relative to the root)."""
         if not self.asv_links:
             return None
         framework, _, mode = target.partition(":")
@@ -130,7 +133,7 @@ class Report:
         else:
             params = {"machine": self.machine, "p-framework": f"'{target}'"}
         params.update({"p-model": f"'{model}'", "p-precision": f"'{precision}'"})
-        return "../index.html#" + benchmark + "?" + "&".join(
+        return f"{root}{site.ASV_PAGE}#" + benchmark + "?" + "&".join(
             f"{k}={quote(v, safe='')}" for k, v in params.items())
 
 
@@ -141,7 +144,7 @@ class Report:
 def select_report(runs: List[Run], machine: str, commit: Optional[str] = None,
                   asv_links: bool = False) -> Report:
     """One machine at one commit, without its tables yet; asv_links: cells link to asv's
-    graphs (the report's pages live one folder below asv's published index.html)."""
+    graphs (the report's pages live one folder below asv's published site)."""
     chosen = select(runs, machine, commit)
     precisions = sorted({key[3] for run in chosen for key in run.attempted},
                         key=lambda p: PRECISIONS.index(p) if p in PRECISIONS else len(PRECISIONS))

@@ -20,7 +20,7 @@ MIB = 2 ** 20
 def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
                  asv_links: bool = False) -> Report:
     """The report of one machine at one commit with its sections; asv_links: cells link to
-    asv's graphs (the report's pages live one folder below asv's published index.html)."""
+    asv's graphs (the report's pages live one folder below asv's published site)."""
     report = select_report(runs, machine, commit, asv_links)
     precisions = report.precisions
     for precision in precisions:

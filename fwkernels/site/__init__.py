@@ -1,9 +1,12 @@
-"""Make asv's published site work offline and link it to the report pages.
+"""Make asv's published site work offline, move it to asv.html and link it to the report pages.
 
 asv 0.6.6's index.html loads jQuery, flot, bootstrap and three small plugins
 from CDNs; GPU clusters are often air-gapped.  The same libraries, from the npm
 registry (scripts/vendor_site_assets.sh), ship in ``vendor/`` beside this file;
-``make_offline`` copies them into the site and points index.html at them.
+``make_offline`` copies them into the site, points asv's page at them and at
+``static/asv-additions.js`` (legends list measured series only, regressions name
+releases), and writes it as asv.html: index.html is the site's landing page
+(fwkernels.report.html).  asv's scripts name no page, so they work under any name.
 """
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from typing import Dict
 
 VENDOR_DIR = os.path.join(os.path.dirname(__file__), "vendor")
 SITE_VENDOR = "vendor"  # folder inside the published site
+ADDITIONS = os.path.join(os.path.dirname(__file__), "static", "asv-additions.js")
+SITE_ADDITIONS = "fwkernels/asv-additions.js"  # inside the published site
+ASV_PAGE = "asv.html"  # asv's index.html, once moved
 
 # CDN URL in asv 0.6.6's index.html -> vendored file (npm package@version it comes from).
 # jQuery, orderBars, md5 and bootstrap are the CDN's exact files (same integrity hashes);
@@ -61,8 +67,12 @@ def default_html_dir() -> str:
 
 
 def is_asv_site(html_dir: str) -> bool:
-    return os.path.exists(os.path.join(html_dir, "index.json")) and \
-        os.path.exists(os.path.join(html_dir, "index.html"))
+    return os.path.exists(os.path.join(html_dir, "index.json")) and any(
+        os.path.exists(os.path.join(html_dir, page)) for page in ("index.html", ASV_PAGE))
+
+
+def is_asv_page(html: str) -> bool:
+    return 'id="nav-li-regressions"' in html
 
 
 def _local_tag(tag: str, url: str) -> str:
@@ -76,9 +86,15 @@ def _local_tag(tag: str, url: str) -> str:
 
 
 def offline_index(html: str, report_link: str) -> str:
-    """asv's index.html with local assets and a navigation link to the report pages."""
+    """asv's index.html with local assets, fwkernels' additions and a navigation link to the
+    report pages."""
     html = re.sub(r'<script\b[^>]*?\bsrc="(https?://[^"]+)"[^>]*>',
                   lambda m: _local_tag("script", m.group(1)), html)
+    if SITE_ADDITIONS not in html:
+        flot = f'<script src="{SITE_VENDOR}/js/jquery.flot.js"></script>'
+        if flot not in html:
+            raise SiteError("asv's index.html loads no flot to add fwkernels' legend plugin to")
+        html = html.replace(flot, f'{flot}\n    <script src="{SITE_ADDITIONS}"></script>', 1)
     html = re.sub(r'<link\b[^>]*?\bhref="(https?://[^"]+)"[^>]*>',
                   lambda m: _local_tag("link", m.group(1)) if "stylesheet" in m.group(0)
                   else m.group(0), html)
@@ -94,13 +110,26 @@ def offline_index(html: str, report_link: str) -> str:
 
 
 def make_offline(html_dir: str, report_link: str) -> None:
-    """Copy the vendored libraries into the site and rewrite its index.html (idempotent)."""
+    """Copy the vendored libraries and the additions into the site and write asv's page, from
+    index.html as `asv publish` left it (or asv.html, already moved), to asv.html (idempotent)."""
     shutil.copytree(VENDOR_DIR, os.path.join(html_dir, SITE_VENDOR), dirs_exist_ok=True)
-    index = os.path.join(html_dir, "index.html")
-    with open(index) as f:
-        html = f.read()
-    with open(index, "w") as f:
+    os.makedirs(os.path.join(html_dir, os.path.dirname(SITE_ADDITIONS)), exist_ok=True)
+    shutil.copy(ADDITIONS, os.path.join(html_dir, SITE_ADDITIONS))
+    html = next((text for text in (_read(os.path.join(html_dir, page))
+                                   for page in ("index.html", ASV_PAGE)) if is_asv_page(text)), None)
+    if html is None:
+        raise SiteError(f"neither index.html nor {ASV_PAGE} in {html_dir} is asv's page: "
+                        "run `asv publish` first")
+    with open(os.path.join(html_dir, ASV_PAGE), "w") as f:
         f.write(offline_index(html, report_link))
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
 
 
 def remote_urls(html: str) -> list:
