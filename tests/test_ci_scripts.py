@@ -131,6 +131,9 @@ def test_first_night_measures_the_release_publishes_and_reports(nights, box) -> 
     throughput = dict(zip(columns, result["results"]["training.Training.track_samples_per_s"]))
     assert throughput["params"] == [["'default'"], ["'ncf'"], ["'fp32'"]]
     assert throughput["result"][0] > 0 and len(throughput["samples"][0]) == 2
+    with open(os.path.join(REPO, "results", "benchmarks.json")) as f:
+        committed = json.load(f)["training.Training.track_samples_per_s"]["version"]
+    assert throughput["version"] == committed  # asv publishes the committed results beside it
     with open(os.path.join(night.work, "records", MACHINE, name.replace(".json", ".jsonl"))) as f:
         [record] = [json.loads(line) for line in f]
     assert (record["framework"], record["model"], record["status"]) == ("torch", "ncf", "ok")

@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -169,6 +170,10 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
 
 def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,
                   machine: str) -> str:
+    # an existing environment's python is its interpreter's path, one per folded source: the
+    # folded environment's version instead, so that the site's python selector has one entry
+    version = re.search(r"-py(\d+\.\d+)$", env)
+    python = version.group(1) if version else entry.python
     results = {}
     for benchmark, figures in sorted(entry.figures.items()):
         modes = _ordered({c[1] for c in figures}, [DEFAULT_MODE] + [
@@ -188,7 +193,7 @@ def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,
                        duration=None, profile=None)
         results[benchmark] = [columns[c] for c in COLUMNS]
     data = {"commit_hash": commit, "env_name": env, "date": date,
-            "params": {"machine": machine, "python": entry.python}, "python": entry.python,
+            "params": {"machine": machine, "python": python}, "python": python,
             "requirements": {}, "env_vars": {}, "result_columns": COLUMNS, "results": results,
             "durations": {}, "version": 2}
     tmp = path + ".tmp"
