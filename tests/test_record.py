@@ -58,6 +58,8 @@ def test_unknown_fields_and_nulls_survive_a_round_trip(tmp_path):
      "missing status"),
     ('{"framework": "torch", "mode": "eager", "model": "ncf", "precision": "fp32", '
      '"status": "ok", "batch": "four"}', "batch is str, expected int"),
+    ('{"framework": "torch", "mode": "eager", "model": "ncf", "precision": "fp32", '
+     '"status": "ok", "autotune": "on"}', "autotune is str, expected bool"),
     ('{"schema": 99, "framework": "torch"}', "schema 99 is newer"),
 ])
 def test_a_damaged_line_is_one_error_naming_the_file_and_line(tmp_path, line, problem):
