@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the asv suite on a machine whose Python already holds the frameworks (no package registry
-# needed), for releases of the ledger: `asv run <release commit>^! -E existing --set-commit-hash <release commit>`
-# per release, each figure checked against the release's version (docs/gpu.md, docs/releases.md).
+# needed), for releases of the ledger: `asv run -E existing --set-commit-hash <release commit>`
+# per release, with the release as asv's one branch, each figure checked against the release's
+# version (docs/gpu.md, docs/releases.md).
 #
 #   scripts/gpu-existing.sh PYTHON RELEASE...     # e.g. /usr/bin/python3 torch-2.11.0 jax-0.11.2
 #
@@ -37,9 +38,17 @@ for release in "$@"; do
         echo "$release is not a release of the ledger (.asv/ledger): fwkernels ledger commits --tags" >&2
         exit 2
     }
+    # asv refuses a commit range over an existing environment ("No range spec may be specified")
+    # and without one runs every configured branch's head: a configuration whose one branch is
+    # the release's tag runs the suite once, for that commit.
+    "$python" -c 'import json, re, sys
+conf = json.loads(re.sub(r"(?m)^\s*//.*$", "", open("asv.conf.json").read()))
+json.dump(dict(conf, branches=[sys.argv[1]]), open(sys.argv[2], "w"), indent=4)' \
+        "$release" .asv/existing.conf.json
     FWKERNELS_RELEASE="$release" FWKERNELS_COMMIT="$commit" \
-        "${asv[@]}" run "$commit^!" -E "existing:$python" --set-commit-hash "$commit" \
-        --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
+        "${asv[@]}" run --config .asv/existing.conf.json -E "existing:$python" \
+        --set-commit-hash "$commit" --machine "$FWKERNELS_MACHINE" --record-samples \
+        --show-stderr || status=$?
 done
 "$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"
 "$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
