@@ -40,13 +40,14 @@ for release in "$@"; do
     }
     # asv refuses a commit range over an existing environment ("No range spec may be specified")
     # and without one runs every configured branch's head: a configuration whose one branch is
-    # the release's tag runs the suite once, for that commit.
+    # the release's tag runs the suite once, for that commit (asv reads it from the root: it
+    # changes to its configuration's folder).
     "$python" -c 'import json, re, sys
 conf = json.loads(re.sub(r"(?m)^\s*//.*$", "", open("asv.conf.json").read()))
 json.dump(dict(conf, branches=[sys.argv[1]]), open(sys.argv[2], "w"), indent=4)' \
-        "$release" .asv/existing.conf.json
+        "$release" asv.selected.conf.json
     FWKERNELS_RELEASE="$release" FWKERNELS_COMMIT="$commit" \
-        "${asv[@]}" run --config .asv/existing.conf.json -E "existing:$python" \
+        "${asv[@]}" run --config asv.selected.conf.json -E "existing:$python" \
         --set-commit-hash "$commit" --machine "$FWKERNELS_MACHINE" --record-samples \
         --show-stderr || status=$?
 done
