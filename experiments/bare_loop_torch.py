@@ -3,8 +3,8 @@ suite against.  The same model definition, data, optimizer and precision as the 
 its code in the loop.  Prints the samples/s of each window as a JSON list.  AUTOTUNE (1 or 0,
 default 1) sets ``torch.backends.cudnn.benchmark``.
 
-    python experiments/bare_loop_torch.py MODEL DEVICE PRECISION BATCH STEPS WINDOWS WARMUP THREADS \
-        [AUTOTUNE]
+    python experiments/bare_loop_torch.py MODEL DEVICE PRECISION BATCH STEPS WINDOWS WARMUP \
+        THREADS [AUTOTUNE]
 """
 import json, sys, time, torch, torch.nn.functional as F
 from fwkernels.frameworks.torch.models import build

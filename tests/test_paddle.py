@@ -61,4 +61,4 @@ def test_exhaustive_search_is_the_default_and_absent_without_cudnn(paddle_backen
     else:
         assert settings["autotune_setting"] == "FLAGS_cudnn_exhaustive_search=True"
     assert settings["layout"] == "NCHW"
-    assert "CUDA devices only" in paddle_backend.unsupported_reason(replace(config, mode="untuned"))
+    assert "CUDA only" in paddle_backend.unsupported_reason(replace(config, mode="untuned"))

@@ -46,7 +46,7 @@ def test_the_default_mode_autotunes_and_untuned_keeps_pytorchs_defaults():
     assert not workload.inputs[0].is_contiguous(memory_format=torch.channels_last)
     untuned = RunConfig(model=model, batch=2, mode="untuned", device="cuda", small=True)
     assert backend.unsupported_reason(untuned) is None
-    assert "CUDA devices only" in backend.unsupported_reason(replace(untuned, device="cpu"))
+    assert "CUDA only" in backend.unsupported_reason(replace(untuned, device="cpu"))
     workload = backend.build(replace(untuned, device="cpu"))
     assert workload.precision_settings()["cudnn_benchmark"] is False
     assert workload.policy_settings()["autotune_setting"] == "cudnn.benchmark=False"

@@ -28,8 +28,8 @@ class FrameworkInfo:
     title: str  # the name the papers use
     package: str  # import name whose presence makes the framework available
     folder: str  # the backend's folder under fwkernels/frameworks/
-    # execution modes; the first is the default, with cuDNN autotuning on (docs/fairness.md);
-    # "untuned" is the default mode with the framework's out-of-the-box autotuning where that is off
+    # execution modes; the first is the default (docs/fairness.md: cuDNN autotuning on); where
+    # autotuning is off out of the box, "untuned" is the default mode as installed
     modes: Tuple[str, ...]
     tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)

@@ -171,7 +171,8 @@ class Workload(ABC):
         return {}
 
 
-UNTUNED_ON_CPU = "mode untuned differs from the default only in cuDNN autotuning: CUDA devices only"
+UNTUNED = "untuned"  # the default mode with the framework's out-of-the-box cuDNN heuristics
+UNTUNED_ON_CPU = f"mode {UNTUNED} differs from the default only in cuDNN autotuning: CUDA only"
 
 
 def policy_fields(config: RunConfig, autotune: bool, setting: str,

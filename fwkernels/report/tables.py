@@ -9,11 +9,11 @@ from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
 from fwkernels.report import published
 from fwkernels.report.model import Outcome, Report, Row, select_report
-from fwkernels.request import split_target
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
                                       THROUGHPUT, Run)
 from fwkernels.report.table import Cell, Table
+from fwkernels.request import split_target
 
 MIB = 2 ** 20
 

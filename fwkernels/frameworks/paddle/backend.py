@@ -22,8 +22,6 @@ from fwkernels.frameworks.paddle import runtime
 from fwkernels.frameworks.paddle.models import build as build_layer
 from fwkernels.models import ModelSpec
 
-UNTUNED = "untuned"
-
 
 def loss_function(spec: ModelSpec):
     if spec.loss == "binary_cross_entropy":
@@ -45,7 +43,7 @@ class PaddleWorkload(base.Workload):
         paddle.set_device("gpu" if config.device == "cuda" else "cpu")
         paddle.seed(config.seed)
         runtime.apply_precision(config.precision)
-        self.autotune = runtime.set_cudnn_autotune(config.mode != UNTUNED)
+        self.autotune = runtime.set_cudnn_autotune(config.mode != base.UNTUNED)
         self.model = build_layer(config.model.name)
         self.model.train()
         self.params = sum(int(p.numel()) for p in trainable(self.model))
@@ -128,7 +126,7 @@ class Backend(base.Backend):
     runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
-        if config.mode == UNTUNED and config.device != "cuda":
+        if config.mode == base.UNTUNED and config.device != "cuda":
             return base.UNTUNED_ON_CPU
         if config.precision == "bf16" and config.device == "cpu":
             return ("paddle.amp.auto_cast takes effect only on CUDA, XPU and custom devices; "

@@ -17,7 +17,6 @@ from fwkernels.models import ModelSpec
 CUDA_GRAPH_MODES = ("cudagraphs", "cudagraphs_tuned")  # torch.compile(mode="reduce-overhead")
 COMPILED_MODES = ("compile",) + CUDA_GRAPH_MODES
 CHANNELS_LAST_MODES = ("channels_last",) + COMPILED_MODES
-UNTUNED = "untuned"  # eager with PyTorch's defaults: no cuDNN autotuning
 
 
 def torchvision_missing() -> Optional[str]:
@@ -73,7 +72,7 @@ class TorchWorkload(base.Workload):
         runtime.apply_precision(config.precision)
         # cuDNN times its convolution algorithms for these fixed shapes during the warm-up
         # (docs/fairness.md); "untuned" keeps PyTorch's out-of-the-box heuristics.
-        torch.backends.cudnn.benchmark = config.mode != UNTUNED
+        torch.backends.cudnn.benchmark = config.mode != base.UNTUNED
         self.flush_denormal = runtime.flush_denormals()
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -180,7 +179,7 @@ class Backend(base.Backend):
         missing = torchvision_missing() if config.model.name in TORCHVISION_MODELS else None
         if missing:
             return missing
-        if config.mode == UNTUNED and config.device != "cuda":
+        if config.mode == base.UNTUNED and config.device != "cuda":
             return base.UNTUNED_ON_CPU
         if config.mode in CUDA_GRAPH_MODES and config.device != "cuda":
             return "CUDA graphs need a CUDA device"
