@@ -1,8 +1,10 @@
 """A bare hand-written PyTorch training loop: the reference harness_overhead.py measures the
 suite against.  The same model definition, data, optimizer and precision as the suite, none of
-its code in the loop.  Prints the samples/s of each window as a JSON list.
+its code in the loop.  Prints the samples/s of each window as a JSON list.  AUTOTUNE (1 or 0,
+default 1) sets ``torch.backends.cudnn.benchmark``.
 
-    python experiments/bare_loop_torch.py MODEL DEVICE PRECISION BATCH STEPS WINDOWS WARMUP THREADS
+    python experiments/bare_loop_torch.py MODEL DEVICE PRECISION BATCH STEPS WINDOWS WARMUP \
+        THREADS [AUTOTUNE]
 """
 import json, sys, time, torch, torch.nn.functional as F
 from fwkernels.frameworks.torch.models import build
@@ -11,6 +13,7 @@ model_name, device, precision, batch, steps, windows, warmup, threads = sys.argv
 batch, steps, windows, warmup, threads = map(int, (batch, steps, windows, warmup, threads))
 torch.set_num_threads(threads)
 torch.set_flush_denormal(True)
+torch.backends.cudnn.benchmark = sys.argv[9:10] != ["0"]
 strict = precision != "tf32"
 torch.backends.cuda.matmul.allow_tf32 = not strict
 torch.backends.cudnn.allow_tf32 = not strict

@@ -1,13 +1,14 @@
 """Harness overhead: the suite's samples/s against a bare hand-written training loop.
 
-    python experiments/harness_overhead.py [--framework torch|jax] [--device cpu|cuda]
-        [--precision fp32|tf32|bf16] [--models resnet50,ncf] [--steps N] [--windows K]
-        [--markdown FILE]
+    python experiments/harness_overhead.py [--framework torch|jax] [--mode MODE]
+        [--device cpu|cuda] [--precision fp32|tf32|bf16] [--models resnet50,ncf] [--batch B]
+        [--steps N] [--windows K] [--markdown FILE]
 
 For each model the suite's figure comes from ``fwkernels.runner.measure`` (its
 fresh worker processes, Workload methods, window protocol); the bare figure
 from a plain loop (bare_loop_torch.py, bare_loop_jax.py), in a fresh process too, with the same model
-definition, batch, data, optimizer, precision, threads, steps and windows.
+definition, batch, data, optimizer, precision, threads, steps and windows, and the PyTorch
+loop with the cuDNN autotuning the suite's record states (``--mode untuned``: off).
 Both use the same fixed steps per window, so only the harness differs.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ BARE_LOOPS = {name: os.path.join(os.path.dirname(os.path.abspath(__file__)),
 
 
 def bare_rates(framework: str, model: str, device: str, precision: str, batch: int, steps: int,
-               windows: int, warmup: int, threads: int) -> list:
-    args = [model, device, precision, batch, steps, windows, warmup, threads]
+               windows: int, warmup: int, threads: int, autotune: bool) -> list:
+    args = [model, device, precision, batch, steps, windows, warmup, threads, int(autotune)]
     out = subprocess.run([sys.executable, BARE_LOOPS[framework], *map(str, args)], check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -39,9 +40,11 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--framework", default="torch", choices=sorted(BARE_LOOPS))
+    parser.add_argument("--mode", default=None, help="the suite's mode (default: the default)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--batch", type=int, default=None, help="default: each model's")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--windows", type=int, default=None)
     parser.add_argument("--markdown")
@@ -64,16 +67,16 @@ def main() -> int:
 
     for model in args.models.split(","):
         spec = MODELS[model]
-        batch = spec.default_batch(args.device)
+        batch = args.batch or spec.default_batch(args.device)
         record = measure(args.framework, model, device=args.device, precision=args.precision,
-                         windows=windows, steps=args.steps, warmup=warmup, threads=threads,
-                         phases=("train",))
+                         mode=args.mode, batch=batch, windows=windows, steps=args.steps,
+                         warmup=warmup, threads=threads, phases=("train",))
         if record["status"] != "ok":
             lines.append(f"| {model} | {batch} | {record['status']}: {record.get('error')} | | |")
             write(lines)
             continue
         bare = bare_rates(args.framework, model, args.device, args.precision, batch, args.steps,
-                          windows, warmup, threads)
+                          windows, warmup, threads, bool(record.get("autotune")))
         suite_mean, bare_mean = record["samples_per_s"], statistics.fmean(bare)
         bare_std = statistics.stdev(bare) if len(bare) > 1 else 0.0
         lines.append(f"| {model} | {batch} | {suite_mean:,.4g} ± {record['samples_per_s_std']:.2g} "

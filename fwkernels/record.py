@@ -12,6 +12,8 @@ below: every field but the four that name the combination and ``status`` is opti
 Schema versions: 1 adds the ``schema`` field itself; a record without it (everything written
 before) is version 0, which has the same fields, and loads unchanged. 2 adds ``release`` (the
 ledger release measured) and ``harness_commit`` (the fwkernels commit that measured it).
+``autotune``, ``autotune_setting`` and ``layout`` (docs/fairness.md) are optional fields of version
+2: a record without them was measured before the fairness policy.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ class Field(Generic[T]):
         return f"{self.name} is {type(value).__name__}, expected {self.kind[0].__name__}"
 
 
-TEXT, INT, NUMBER, LIST, MAP = (str,), (int,), (int, float), (list,), (dict,)
+TEXT, INT, NUMBER, LIST, MAP, BOOL = (str,), (int,), (int, float), (list,), (dict,), (bool,)
 
 
 class Record(Mapping):
@@ -107,6 +109,11 @@ class Record(Mapping):
     flops_per_sample = Field[float](NUMBER, "flops_per_step / samples_per_step")
     achieved_tflops = Field[float](NUMBER, "flops_per_step / step_time_s")
     precision_settings = Field[dict](MAP, "the precision flags as the framework reports them")
+    autotune = Field[bool](BOOL, "whether the framework times cuDNN's convolution algorithms "
+                           "for these shapes (None: no such choice, e.g. on the CPU)")
+    autotune_setting = Field[str](TEXT, "the switch that decides it, as read back "
+                                  "(cudnn.benchmark=True, TF_CUDNN_USE_AUTOTUNE=1, ...)")
+    layout = Field[str](TEXT, "the image tensors' layout (NCHW, NHWC); none: no image input")
     # where the time went
     import_s = Field[float](NUMBER, "framework import")
     build_s = Field[float](NUMBER, "model, optimizer and batch build")

@@ -97,6 +97,7 @@ def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
     baseline_rss = current_rss_bytes()  # after the framework import: the figure is the run's own
     workload = build(backend, config, out)
     out["precision_settings"] = workload.precision_settings()
+    out.update(workload.policy_settings())
     for phase in request["phases"]:
         out["running_phase"] = phase
         out.update(PHASES[phase](workload, request, baseline_rss))

@@ -124,3 +124,14 @@ def test_select_skips_combinations_outside_the_profile(tmp_path, monkeypatch):
     monkeypatch.setenv("FWKERNELS_RELEASE", "torch-2.14.1")
     with pytest.raises(NotImplementedError, match="outside this profile"):
         suite.measured(str(tmp_path), "cuda", "default", "resnet50", "bf16")
+
+
+def test_policy_fields_state_autotuning_on_the_gpu_and_layout_for_images():
+    from fwkernels.frameworks.base import RunConfig, policy_fields
+
+    gpu = RunConfig(model=get_model("resnet50"), batch=2, mode="eager", device="cuda")
+    assert policy_fields(gpu, True, "cudnn.benchmark=True", "NCHW") == {
+        "autotune": True, "autotune_setting": "cudnn.benchmark=True", "layout": "NCHW"}
+    cpu = RunConfig(model=get_model("gnmt_v2"), batch=2, mode="eager")
+    assert policy_fields(cpu, True, "X=1", "NHWC") == {
+        "autotune": None, "autotune_setting": "X=1", "layout": "none"}

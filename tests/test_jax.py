@@ -93,3 +93,11 @@ def test_flops_count_the_lowered_step_and_not_a_loop():
     flops = workload("alexnet_owt").flops_per_step()
     assert flops and flops > 1e8
     assert workload("gnmt_v2").flops_per_step() is None  # scanned LSTMs: a body counted once
+
+
+def test_xla_autotuning_is_stated_in_xla_flags_before_the_import(monkeypatch):
+    """docs/fairness.md: the runtime puts XLA's default level in XLA_FLAGS explicitly; a level the
+    user set is kept, and the record reads the one XLA uses (the last)."""
+    assert "--xla_gpu_autotune_level=" in os.environ["XLA_FLAGS"]
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=4 --xla_gpu_autotune_level=0")
+    assert jax_runtime.conv_autotune() == (False, "--xla_gpu_autotune_level=0")

@@ -1,5 +1,6 @@
 """PaddlePaddle only: the static mode computes what the dynamic mode does; threads; N/A reasons."""
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -45,3 +46,19 @@ def test_bf16_on_cpu_is_not_applicable_with_the_reason(paddle_backend):
     assert "auto_cast" in paddle_backend.unsupported_reason(config)
     assert paddle_backend.unsupported_reason(RunConfig(model=get_model("ncf"), batch=2,
                                                        mode="dynamic")) is None
+
+
+def test_exhaustive_search_is_the_default_and_absent_without_cudnn(paddle_backend):
+    """The flag exists in CUDA builds only: a CPU build records its absence, and on CUDA it is on
+    except in mode "untuned" (docs/fairness.md)."""
+    from fwkernels.frameworks.paddle import runtime
+
+    config = RunConfig(model=get_model("resnet50"), batch=2, mode="dynamic", small=True)
+    settings = paddle_backend.build(config).policy_settings()
+    if runtime.set_cudnn_autotune(True) is None:
+        assert settings["autotune_setting"] == \
+            "FLAGS_cudnn_exhaustive_search absent (a build without cuDNN)"
+    else:
+        assert settings["autotune_setting"] == "FLAGS_cudnn_exhaustive_search=True"
+    assert settings["layout"] == "NCHW"
+    assert "CUDA only" in paddle_backend.unsupported_reason(replace(config, mode="untuned"))

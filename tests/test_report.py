@@ -17,7 +17,7 @@ from fwkernels.record import Record
 from fwkernels.report import published
 from fwkernels.report.render import render_report_markdown, render_report_text
 from fwkernels.report.results import THROUGHPUT, load_json, load_runs
-from fwkernels.report.tables import build_report, table1
+from fwkernels.report.tables import best_mode_table, build_report, table1
 from test_compare import copy_data, spoil_samples  # pytest puts tests/ on sys.path
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -97,6 +97,28 @@ def test_table1_keeps_every_framework_and_marks_the_fastest(runs):
     slower = next(line for line in table.summary if "within" in line)
     percent = float(re.search(r"within (\d+)%", slower).group(1))
     assert percent == round(100 * (1 - min(means.values()) / max(means.values())))
+
+
+def test_best_mode_table_names_the_fastest_mode_and_table1_keeps_the_default():
+    """On the committed H200 results, where PyTorch ran several modes: Table 1 holds its default
+    mode only; the best-mode table each model's fastest mode, named; the claim check states
+    which it used."""
+    report = build_report(load_runs(os.path.join(os.path.dirname(DATA), os.pardir, "results")),
+                          "h200")
+    torch_rows = [r for r in report.rows if r.framework == "torch"]
+    assert len(torch_rows) > 1
+    default = table1(report, "bf16")
+    assert not any("[" in row[0].text for row in default.rows)
+    best = best_mode_table(report, "bf16")
+    [torch_cells] = [row for row in best.rows if row[0].text.startswith("PyTorch")]
+    column = best.headers.index("ResNet-50")
+    figures = {r.target.partition(":")[2] or "eager": o.value.mean for r in torch_rows
+               if (o := report.outcome(r, THROUGHPUT, "resnet50", "bf16")).value}
+    assert torch_cells[column].text.endswith(f"[{max(figures, key=figures.get)}]")
+    assert any(line.startswith("PyTorch") for line in best.summary)
+    ratios = dict(report.sections)["Published figures beside ours (ratios)"][0]
+    assert any(line.startswith("Here, default modes (Table 1):") for line in ratios.summary)
+    assert any(line.startswith("Here, best measured modes:") for line in ratios.summary)
 
 
 def test_na_reason_comes_from_the_record(runs):

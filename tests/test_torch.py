@@ -2,6 +2,7 @@
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -32,18 +33,28 @@ def test_training_flops_count_depthwise_convolutions_once_per_group():
     assert 2.5 < ratio < 3.0, ratio  # 3 less the first layer's input gradient, not computed
 
 
-def test_the_default_mode_is_eager_pytorch():
-    """The default mode keeps PyTorch's defaults: no cuDNN autotuning, no channels_last."""
+def test_the_default_mode_autotunes_and_untuned_keeps_pytorchs_defaults():
+    """docs/fairness.md: eager with cuDNN autotuning in NCHW; "untuned" is PyTorch as installed
+    (a CUDA-only mode); the record states both settings."""
     backend = load_backend("torch")
     model = get_model("alexnet_owt")  # an image model torchvision does not build
     request = require(resolve("torch", model.name, batch=2))
     workload = backend.build(RunConfig(model=model, batch=2, mode=request.mode, small=True))
-    assert request.mode == "eager"
-    assert workload.precision_settings()["cudnn_benchmark"] is False
+    assert request.mode == "eager" and torch.backends.cudnn.benchmark is True
+    assert workload.policy_settings() == {"autotune": None, "autotune_setting":
+                                          "cudnn.benchmark=True", "layout": "NCHW"}
     assert not workload.inputs[0].is_contiguous(memory_format=torch.channels_last)
+    untuned = RunConfig(model=model, batch=2, mode="untuned", device="cuda", small=True)
+    assert backend.unsupported_reason(untuned) is None
+    assert "CUDA only" in backend.unsupported_reason(replace(untuned, device="cpu"))
+    workload = backend.build(replace(untuned, device="cpu"))
+    assert workload.precision_settings()["cudnn_benchmark"] is False
+    assert workload.policy_settings()["autotune_setting"] == "cudnn.benchmark=False"
     tuned = backend.build(RunConfig(model=model, batch=2, mode="channels_last", small=True))
-    assert tuned.precision_settings()["cudnn_benchmark"] is True
+    assert tuned.policy_settings()["layout"] == "NHWC"
     assert tuned.inputs[0].is_contiguous(memory_format=torch.channels_last)
+    ncf = backend.build(RunConfig(model=get_model("ncf"), batch=2, mode="eager", small=True))
+    assert ncf.policy_settings()["layout"] == "none"
 
 
 def test_loss_curve_prints_the_loss_of_each_step():

@@ -28,7 +28,9 @@ class FrameworkInfo:
     title: str  # the name the papers use
     package: str  # import name whose presence makes the framework available
     folder: str  # the backend's folder under fwkernels/frameworks/
-    modes: Tuple[str, ...]  # execution modes; the first is the default
+    # execution modes; the first is the default (docs/fairness.md: cuDNN autotuning on); where
+    # autotuning is off out of the box, "untuned" is the default mode as installed
+    modes: Tuple[str, ...]
     tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
 
@@ -46,12 +48,13 @@ class FrameworkInfo:
 
 _FRAMEWORKS = [
     FrameworkInfo("torch", "PyTorch", "torch", "torch",
-                  ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned"),
+                  ("eager", "channels_last", "compile", "cudagraphs", "cudagraphs_tuned",
+                   "untuned"),
                   tuned_modes=("compile", "cudagraphs")),
     FrameworkInfo("tensorflow", "TensorFlow", "tensorflow", "tensorflow",
                   ("function", "xla"), tuned_modes=("xla",)),
     FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet", ("hybrid", "imperative")),
-    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static"),
+    FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static", "untuned"),
                   tuned_modes=("static",)),
     FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run",)),
     FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",)),

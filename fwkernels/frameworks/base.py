@@ -152,6 +152,11 @@ class Workload(ABC):
         "bfloat16"), plus the framework's own flags.
         """
 
+    @abstractmethod
+    def policy_settings(self) -> Dict[str, object]:
+        """The record's autotuning and layout fields (docs/fairness.md), read back from the
+        framework where it can say: ``policy_fields`` builds them."""
+
     def peak_memory_bytes(self) -> Optional[int]:
         """Device-allocator peak of this process; None means use the process RSS figure."""
         return None
@@ -164,6 +169,20 @@ class Workload(ABC):
         """Framework-specific figures for the record, called after a phase ("train" or "forward")
         and after its memory figure was taken; keys must not clash with the common ones."""
         return {}
+
+
+UNTUNED = "untuned"  # the default mode with the framework's out-of-the-box cuDNN heuristics
+UNTUNED_ON_CPU = f"mode {UNTUNED} differs from the default only in cuDNN autotuning: CUDA only"
+
+
+def policy_fields(config: RunConfig, autotune: bool, setting: str,
+                  layout: str) -> Dict[str, object]:
+    """``autotune``, ``autotune_setting`` and ``layout`` of a record: autotuning means cuDNN's
+    (None on the CPU, where no framework here times algorithms), the layout that of the image
+    tensors ("none" for a model without images)."""
+    return {"autotune": autotune if config.device == "cuda" else None,
+            "autotune_setting": setting,
+            "layout": layout if "image" in config.model.inputs else "none"}
 
 
 class Backend(ABC):

@@ -217,6 +217,9 @@ class JaxWorkload(base.Workload):
                                               jax.tree_util.tree_leaves(self.state["params"])}),
                 **lowered}
 
+    def policy_settings(self) -> Dict[str, object]:
+        return base.policy_fields(self.config, *runtime.conv_autotune(), "NHWC")
+
     def peak_memory_bytes(self) -> Optional[int]:
         return runtime.peak_memory_bytes(self.config.device)
 

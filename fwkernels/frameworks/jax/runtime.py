@@ -5,12 +5,19 @@ Shared by the JAX backend and Keras 3 on its JAX backend; only jax is imported h
 from __future__ import annotations
 
 import os
+import re
 import warnings
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
-import jax
+# XLA's default autotuning level (4: time cuDNN's and its own kernels' variants, checking their
+# results), made explicit before XLA reads its flags (docs/fairness.md); 0 turns it off.
+AUTOTUNE_FLAG = "--xla_gpu_autotune_level"
+if AUTOTUNE_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {AUTOTUNE_FLAG}=4".strip()
 
-from fwkernels.frameworks import base
+import jax  # noqa: E402
+
+from fwkernels.frameworks import base  # noqa: E402
 
 # jax_default_matmul_precision per policy: it sets the precision of every float32 dot and
 # convolution.  XLA's default on GPUs lets cuBLAS/cuDNN use TF32, so fp32 asks for "highest"
@@ -74,6 +81,12 @@ def precision_flags() -> Dict[str, object]:
     # Unset (XLA's default), "high" or "tensorfloat32" let float32 matmuls use TF32 on GPUs.
     return {"tf32_enabled": value not in ("highest", "float32"),
             "jax_default_matmul_precision": value}
+
+
+def conv_autotune() -> Tuple[bool, str]:
+    """XLA's autotuning level as XLA_FLAGS sets it (its last occurrence wins)."""
+    levels = re.findall(rf"{AUTOTUNE_FLAG}=(\d+)", os.environ.get("XLA_FLAGS", "")) or ["4"]
+    return levels[-1] != "0", f"{AUTOTUNE_FLAG}={levels[-1]}"
 
 
 def sync(pending: Any = None) -> None:

@@ -162,6 +162,10 @@ class KerasWorkload(base.Workload):
                 "keras_policy": policy.name, "keras_backend": self.keras.backend.backend(),
                 "jit_compile": self.model.jit_compile}
 
+    def policy_settings(self) -> Dict[str, object]:
+        # Keras feeds NHWC (its image_data_format); on PyTorch it transposes around each convolution
+        return base.policy_fields(self.config, *self.native.conv_autotune(), "NHWC")
+
     def peak_memory_bytes(self) -> Optional[int]:
         return self.native.peak_memory_bytes(self.config.device)
 

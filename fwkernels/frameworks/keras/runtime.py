@@ -17,8 +17,7 @@ def import_keras(backend: str) -> ModuleType:
     """Keras on ``backend``: KERAS_BACKEND must be set before the first ``import keras``."""
     if "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = backend
-        if backend == "tensorflow":  # TensorFlow's C++ INFO/WARNING lines, as its runtime does
-            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        framework_runtime(backend)  # its switches set before Keras imports the framework
     import keras
 
     return keras

@@ -236,6 +236,9 @@ class MXNetWorkload(base.Workload):
                 "bfloat16_operator_outputs": bf16,
                 **runtime.precision_flags()}
 
+    def policy_settings(self) -> Dict[str, object]:
+        return base.policy_fields(self.config, *runtime.conv_autotune(), "NCHW")
+
     def peak_memory_bytes(self) -> Optional[int]:
         """On GPU: device memory in use above the pre-build level (MXNet's pool keeps its peak)."""
         used = self._device_used()

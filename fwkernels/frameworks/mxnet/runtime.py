@@ -14,6 +14,10 @@ os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 # MXNet 1.9.1 has no TF32 switch, but its float32 convolutions ask cuDNN for the default
 # math, which uses TF32 on Ampere and newer: NVIDIA's override keeps float32 strict.
 os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+# MXNet's default (1: time the algorithms within a workspace limit), made explicit
+# (docs/fairness.md); 0 turns it off, 2 lifts the limit.
+AUTOTUNE_VARIABLE = "MXNET_CUDNN_AUTOTUNE_DEFAULT"
+os.environ.setdefault(AUTOTUNE_VARIABLE, "1")
 
 _FTZ_DAZ = 0x8040  # MXCSR flush-to-zero and denormals-are-zero bits
 
@@ -68,6 +72,11 @@ def precision_flags() -> Dict[str, object]:
     return {"tf32_enabled": False,  # no TF32 on CPU; on GPU NVIDIA_TF32_OVERRIDE=0 above
             "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
             "flush_denormal": denormals_flushed()}
+
+
+def conv_autotune() -> Tuple[bool, str]:
+    value = os.environ[AUTOTUNE_VARIABLE]
+    return value.strip() != "0", f"{AUTOTUNE_VARIABLE}={value}"
 
 
 def sync(pending: object = None) -> None:

@@ -1,5 +1,8 @@
 """PaddlePaddle backend: dynamic graph (default) or ``paddle.jit.to_static``; NCHW layout.
 
+cuDNN's exhaustive algorithm search is on in both (docs/fairness.md); mode "untuned" is the
+dynamic graph with Paddle's out-of-the-box heuristics.
+
 Mode "static" converts forward + loss with the default ``paddle.jit.to_static``
 (backward and the optimizer update stay outside: ``to_static(full_graph=True)``
 around a step that calls ``loss.backward()`` fails on Paddle 3.3.1).
@@ -18,6 +21,7 @@ from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
 from fwkernels.frameworks.paddle import runtime
 from fwkernels.frameworks.paddle.models import build as build_layer
 from fwkernels.models import ModelSpec
+
 
 def loss_function(spec: ModelSpec):
     if spec.loss == "binary_cross_entropy":
@@ -39,6 +43,7 @@ class PaddleWorkload(base.Workload):
         paddle.set_device("gpu" if config.device == "cuda" else "cpu")
         paddle.seed(config.seed)
         runtime.apply_precision(config.precision)
+        self.autotune = runtime.set_cudnn_autotune(config.mode != base.UNTUNED)
         self.model = build_layer(config.model.name)
         self.model.train()
         self.params = sum(int(p.numel()) for p in trainable(self.model))
@@ -108,6 +113,11 @@ class PaddleWorkload(base.Workload):
         return {"policy": self.config.precision, **runtime.precision_flags(),
                 "compute_dtype": self.compute_dtype(), "flush_denormal": False}
 
+    def policy_settings(self) -> Dict[str, object]:
+        setting = (f"{runtime.AUTOTUNE_FLAG}={self.autotune}" if self.autotune is not None
+                   else f"{runtime.AUTOTUNE_FLAG} absent (a build without cuDNN)")
+        return base.policy_fields(self.config, bool(self.autotune), setting, "NCHW")
+
     def peak_memory_bytes(self) -> Optional[int]:
         return runtime.peak_memory_bytes(self.config.device)
 
@@ -116,6 +126,8 @@ class Backend(base.Backend):
     runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
+        if config.mode == base.UNTUNED and config.device != "cuda":
+            return base.UNTUNED_ON_CPU
         if config.precision == "bf16" and config.device == "cpu":
             return ("paddle.amp.auto_cast takes effect only on CUDA, XPU and custom devices; "
                     "on CPU it leaves float32 (Paddle warns 'it makes no effect')")

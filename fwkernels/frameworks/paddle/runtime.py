@@ -57,6 +57,19 @@ def precision_flags() -> Dict[str, object]:
     return {"tf32_enabled": base.tf32_state(flags.values()), **flags}
 
 
+AUTOTUNE_FLAG = "FLAGS_cudnn_exhaustive_search"  # off by default; CUDA builds only
+
+
+def set_cudnn_autotune(on: bool) -> Optional[bool]:
+    """Let cuDNN time every convolution algorithm for each shape (the first step pays for it);
+    the flag as read back, None where this build has no cuDNN (Paddle rejects the flag)."""
+    try:
+        paddle.set_flags({AUTOTUNE_FLAG: on})
+        return bool(paddle.get_flags([AUTOTUNE_FLAG])[AUTOTUNE_FLAG])
+    except ValueError:
+        return None
+
+
 def sync(pending: object = None) -> None:
     paddle.device.cuda.synchronize()
 

@@ -101,6 +101,9 @@ class TensorFlowWorkload(base.Workload):
                 "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype,
                 "keras_policy": policy.name, "jit_compile": self.config.mode == "xla"}
 
+    def policy_settings(self) -> Dict[str, object]:
+        return base.policy_fields(self.config, *runtime.conv_autotune(), "NHWC")
+
     def peak_memory_bytes(self) -> Optional[int]:
         return runtime.peak_memory_bytes(self.config.device)
 

@@ -11,9 +11,12 @@ its log level applies).
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the first import of TensorFlow
+# TensorFlow's default, made explicit (docs/fairness.md): read at the first convolution.
+AUTOTUNE_VARIABLE = "TF_CUDNN_USE_AUTOTUNE"
+os.environ.setdefault(AUTOTUNE_VARIABLE, "1")
 
 import absl.logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -56,6 +59,12 @@ def apply_precision(precision: str) -> None:
 
 def precision_flags() -> Dict[str, object]:
     return {"tf32_enabled": tf.config.experimental.tensor_float_32_execution_enabled()}
+
+
+def conv_autotune() -> Tuple[bool, str]:
+    """Whether cuDNN's convolution algorithms are timed (TensorFlow reads "0"/"false" as off)."""
+    value = os.environ[AUTOTUNE_VARIABLE]
+    return value.strip().lower() not in ("0", "false"), f"{AUTOTUNE_VARIABLE}={value}"
 
 
 def sync(pending: object = None) -> None:

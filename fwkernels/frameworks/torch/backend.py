@@ -16,6 +16,7 @@ from fwkernels.models import ModelSpec
 
 CUDA_GRAPH_MODES = ("cudagraphs", "cudagraphs_tuned")  # torch.compile(mode="reduce-overhead")
 COMPILED_MODES = ("compile",) + CUDA_GRAPH_MODES
+CHANNELS_LAST_MODES = ("channels_last",) + COMPILED_MODES
 
 
 def torchvision_missing() -> Optional[str]:
@@ -69,16 +70,16 @@ class TorchWorkload(base.Workload):
         self.config = config
         self.device = torch.device(config.device)
         runtime.apply_precision(config.precision)
-        # The tuned modes let cuDNN time its convolution algorithms for these fixed shapes
-        # during the warm-up (XLA always does); eager keeps PyTorch's default heuristics.
-        torch.backends.cudnn.benchmark = config.mode != "eager"
+        # cuDNN times its convolution algorithms for these fixed shapes during the warm-up
+        # (docs/fairness.md); "untuned" keeps PyTorch's out-of-the-box heuristics.
+        torch.backends.cudnn.benchmark = config.mode != base.UNTUNED
         self.flush_denormal = runtime.flush_denormals()
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self.inputs, self.labels = base.synthetic_batch(
             config, source=TorchSource(config.seed), convert=lambda t: t.to(self.device))
-        is_image = "image" in config.model.inputs
-        if config.mode != "eager" and is_image:
+        self.channels_last = config.mode in CHANNELS_LAST_MODES and "image" in config.model.inputs
+        if self.channels_last:
             module = module.to(memory_format=torch.channels_last)
             self.inputs = tuple(t.contiguous(memory_format=torch.channels_last) for t in self.inputs)
         self.module = module  # eager module: FLOP counting and parameter access
@@ -145,6 +146,10 @@ class TorchWorkload(base.Workload):
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
                 **self._inductor_settings()}
 
+    def policy_settings(self) -> Dict[str, object]:
+        return base.policy_fields(self.config, *runtime.conv_autotune(),
+                                  "NHWC" if self.channels_last else "NCHW")
+
     def _inductor_settings(self) -> Dict[str, object]:
         if self.config.mode not in COMPILED_MODES:
             return {}
@@ -174,6 +179,8 @@ class Backend(base.Backend):
         missing = torchvision_missing() if config.model.name in TORCHVISION_MODELS else None
         if missing:
             return missing
+        if config.mode == base.UNTUNED and config.device != "cuda":
+            return base.UNTUNED_ON_CPU
         if config.mode in CUDA_GRAPH_MODES and config.device != "cuda":
             return "CUDA graphs need a CUDA device"
         if config.mode == "channels_last" and "image" not in config.model.inputs:

@@ -5,7 +5,7 @@ Shared by the PyTorch backend and Keras 3 on its PyTorch backend.
 from __future__ import annotations
 
 import contextlib
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -57,6 +57,12 @@ def precision_flags() -> Dict[str, object]:
                  "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
         states = list(flags.values())
     return {"tf32_enabled": base.tf32_state(states), **flags}
+
+
+def conv_autotune() -> Tuple[bool, str]:
+    """Whether cuDNN times its convolution algorithms (``cudnn.benchmark``; off by default)."""
+    on = torch.backends.cudnn.benchmark
+    return on, f"cudnn.benchmark={on}"
 
 
 def sync(pending: object = None) -> None:
