@@ -20,12 +20,17 @@ PYTHON = "3.11"
 
 
 def install(session: nox.Session, *args: str) -> None:
-    """session.install, one session at a time: sessions run in parallel lanes (scripts/lanes.py)
-    and every install of fwkernels in editable mode writes its metadata into this folder."""
+    """session.install of the requirements, then of fwkernels itself ("-e", ".[extras]") one
+    session at a time: sessions run in parallel lanes (scripts/lanes.py), and every editable
+    install of fwkernels writes its metadata into this folder."""
+    project = [a for a in args if a.startswith(".")]
+    requirements = [a for a in args if a != "-e" and a not in project]
+    if requirements:
+        session.install(*requirements)
     os.makedirs(".nox", exist_ok=True)
     with open(os.path.join(".nox", "install.lock"), "w") as lock:  # closing it unlocks
         fcntl.flock(lock, fcntl.LOCK_EX)
-        session.install(*args)
+        session.install("-e", *project)
 
 
 # session name -> (frameworks it tests, pip requirements)

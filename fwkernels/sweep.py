@@ -32,9 +32,10 @@ def plan(frameworks: Iterable[str], models: Iterable[str], precisions: Iterable[
     if unknown:
         raise InvalidRequest(f"unknown mode(s) {', '.join(unknown)}; the modes of "
                              f"{', '.join(i.name for i in infos)}: {', '.join(known)}")
-    return [require(resolve(info.name, model, precision=precision, mode=mode, **protocol))
-            for info in infos for mode in modes or [info.default_mode] if mode in info.modes
-            for precision in precisions for model in models]
+    resolved = [resolve(info.name, model, precision=precision, mode=mode, **protocol)
+                for info in infos for mode in modes or [info.default_mode] if mode in info.modes
+                for precision in precisions for model in models]
+    return [require(r) for r in resolved]  # every name checked before what this machine lacks
 
 
 def run_sweep(requests: Sequence[Request], jsonl: str) -> List[Record]:
