@@ -107,6 +107,9 @@ class FakeBackend:
             def precision_settings(self):
                 return {}
 
+            def policy_settings(self):
+                return {}
+
             def extra_figures(self, phase):
                 return {}
         return Workload()
