@@ -1,4 +1,5 @@
 """The experiments (experiments/README.md) still run: a small run of each, where its frameworks are."""
+import json
 import os
 import subprocess
 import sys
@@ -53,8 +54,6 @@ def test_training_progress_prints_the_training_tests_losses():
     needs("torch")
     out = experiment("training_progress.py", "torch", "--models", "ncf", "--label", "test")
     [line] = out.splitlines()
-    import json
-
     from test_models import TRAIN_STEPS
 
     result = json.loads(line)

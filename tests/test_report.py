@@ -21,6 +21,7 @@ from fwkernels.report.tables import best_mode_table, build_report, table1
 from test_compare import copy_data, spoil_samples  # pytest puts tests/ on sys.path
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(DATA, "results")
 MACHINE = "cpu-fixture"  # torch 2.14.1 and 2.13.0; ncf, googlenet, alexnet_owt
 MACHINE_B = "cpu-fixture-b"  # torch 2.14.1 and 2.13.0 (no torchvision); ncf, mobilenet_v2
@@ -324,10 +325,8 @@ def test_framework_ratio_takes_the_newest_finished_record(tmp_path):
 def test_history_lists_releases_in_version_order_with_the_change_from_the_one_before(capsys):
     """On the committed CPU results of the release ledger: TensorFlow 2.19.1 and 2.20.0 came out
     the same day; the table follows the versions, and each change is judged by compare's rule."""
-    root = os.path.dirname(DATA)
-    repo = os.path.dirname(root)
     assert main(["history", "tensorflow", "--machine", "amd-epyc-2core", "--results",
-                 os.path.join(repo, "results"), "--records", os.path.join(repo, "records")]) == 0
+                 os.path.join(REPO, "results"), "--records", os.path.join(REPO, "records")]) == 0
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
             if re.match(r"\| \d", line)]
     assert [row[0].lstrip("| ") for row in rows] == ["2.18.1", "2.19.1", "2.20.0", "2.21.0"]
@@ -349,9 +348,8 @@ def test_history_lists_releases_in_version_order_with_the_change_from_the_one_be
     (["history", "torch", "--machine", "no-such-machine"], "machines with results"),
 ])
 def test_history_bad_input_is_one_line_and_exit_2(args, message):
-    repo = os.path.dirname(os.path.dirname(DATA))
     proc = subprocess.run([sys.executable, "-m", "fwkernels", *args], capture_output=True,
-                          text=True, cwd=repo)
+                          text=True, cwd=REPO)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.splitlines()) == 1, \
         proc.stderr
 

@@ -135,13 +135,14 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
     commit = data.get("commit_hash", "")
     ledger_run = release or tags.get(commit)
     date = int(data.get("date") or 0)
+    python = str(data.get("python", ""))
     if ledger_run:  # a run that skipped everything still says that it ran
-        folded.setdefault(ledger_run, Folded(python=str(data.get("python", ""))))
+        folded.setdefault(ledger_run, Folded(python=python))
     by_target: Dict[Tuple[str, str, str, str], str] = {}
     for result in records:
         tag = ledger_run or release_of(result, tracked)
         harness = result.harness_commit or (None if ledger_run else result.asv_commit)
-        entry = folded.setdefault(tag, Folded(python=str(data.get("python", ""))))
+        entry = folded.setdefault(tag, Folded(python=python))
         entry.records.append(result.with_fields(release=tag, harness_commit=harness))
         by_target[(result.framework, result.mode, result.model, result.precision)] = tag
     for benchmark, (first, model, precision), cell, fields in combinations(data):
@@ -159,7 +160,7 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
                               "no record naming its framework's version: its release is unknown")
             info = FRAMEWORKS.get(framework)
             mode = DEFAULT_MODE if info and mode == info.default_mode else mode
-        entry = folded.setdefault(tag, Folded(python=str(data.get("python", ""))))
+        entry = folded.setdefault(tag, Folded(python=python))
         figure = Figure(values, fields.get("version"), fields.get("started_at"),
                         (int(fields.get("started_at") or 0), date))
         known = entry.figures.setdefault(benchmark, {}).get((tag, mode, model, precision))
