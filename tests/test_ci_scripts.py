@@ -441,3 +441,27 @@ def test_pull_request_runs_only_the_reviewed_head(box, tmp_path) -> None:
     result = pull_request(reviewed[:8])
     assert result.returncode == 1 and "full SHA of the reviewed commit" in result.stderr
     assert not os.path.exists(os.path.join(root, "work"))
+
+
+def test_lanes_run_every_session_report_failures_and_prune(tmp_path) -> None:
+    """scripts/lanes.py with a stand-in nox: every session runs once, a failing one fails the
+    whole run by name, and with FWKERNELS_TEST_PRUNE=1 each session's environment is deleted."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_nox = bin_dir / "nox"
+    fake_nox.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --list ]; then\n'
+        '  echo \'[{"session": "alpha"}, {"session": "beta"}, {"session": "gamma"}]\'; exit 0\n'
+        "fi\n"
+        'mkdir -p ".nox/$2"; echo "ran $2" >> ran.txt; [ "$2" != beta ]\n')
+    fake_nox.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "FWKERNELS_TEST_PRUNE": "1"}
+    done = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "lanes.py"), "2"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "sessions failed: beta" in done.stdout
+    assert sorted((tmp_path / "ran.txt").read_text().split("\n")[:-1]) == [
+        "ran alpha", "ran beta", "ran gamma"]
+    assert not any((tmp_path / ".nox").iterdir())
