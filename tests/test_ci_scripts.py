@@ -465,3 +465,31 @@ def test_lanes_run_every_session_report_failures_and_prune(tmp_path) -> None:
     assert sorted((tmp_path / "ran.txt").read_text().split("\n")[:-1]) == [
         "ran alpha", "ran beta", "ran gamma"]
     assert not any((tmp_path / ".nox").iterdir())
+
+
+@pytest.mark.parametrize("profile, last", [(None, "1"), ("releases", "4")])
+def test_bench_runs_with_nothing_set(tmp_path, profile, last) -> None:
+    """scripts/bench, the README's main command, as a fresh clone runs it: none of its
+    variables set.  Its tools (pip, asv, fwkernels) are stand-ins that log their arguments."""
+    for path in ("scripts/bench", "scripts/tools-venv.sh", "requirements-tools.txt"):
+        os.makedirs(tmp_path / os.path.dirname(path), exist_ok=True)
+        shutil.copy(os.path.join(REPO, path), tmp_path / path)
+    (tmp_path / ".asv").mkdir()  # what `fwkernels ledger build` makes
+    tools = tmp_path / ".venv" / "bin"
+    tools.mkdir(parents=True)
+    shutil.copy(tmp_path / "requirements-tools.txt", tmp_path / ".venv")
+    for tool in ("pip", "nox", "asv", "fwkernels"):
+        (tools / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$CALLS"\n')
+        (tools / tool).chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(
+        ("FWKERNELS_", "ASV_"))}
+    env["CALLS"] = str(tmp_path / "calls.txt")
+    if profile:
+        env["FWKERNELS_PROFILE"] = profile
+    done = subprocess.run(["bash", "scripts/bench"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert f"fwkernels ledger commits --last {last}" in calls
+    assert any(c.startswith("asv run") and "HASHFILE:.asv/ledger-commits" in c for c in calls)
+    assert calls[-1].startswith("fwkernels report")
