@@ -21,7 +21,7 @@ from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
 from fwkernels.ledger.releases import LedgerError, RegistryUnavailable
 from fwkernels.models import MODELS
-from fwkernels.report import analysis, compare
+from fwkernels.report import analysis, compare, noise
 from fwkernels.report.render import (render_markdown, render_report_markdown,
                                      render_report_text, render_text)
 from fwkernels.report.results import (ResultsError, benchmark_units, load_runs, machines,
@@ -228,15 +228,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a = compare.resolve(args.a, runs, args.machine, args.commit)
     b = compare.resolve(args.b, runs, args.machine, args.commit)
     units = benchmark_units(args.results)
+    spread = noise.run_to_run({r.machine for r in a.runs + b.runs}, noise.load(args.noise))
     try:
-        results = [c for c in compare.compare(a, b, units)
+        results = [c for c in compare.compare(a, b, units, spread)
                    if not args.benchmark or re.search(args.benchmark, c.key[0])]
     except re.error as error:
         raise ResultsError(f"--benchmark: {error}") from None
     if not any(c.a and c.b for c in results):
         raise ResultsError(f"A and B have no benchmark in common:\n  A {a.describe()}\n"
                            f"  B {b.describe()}")
-    table = compare.comparison_table(a, b, results, args.factor)
+    table = compare.comparison_table(a, b, results, args.factor, spread)
     print(render_markdown(table) if args.format == "markdown" else render_text(table))
     regressions = [c for c in results if c.verdict(args.factor) == "REGRESSION"]
     if regressions:
@@ -256,7 +257,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not releases_of(runs, args.machine, framework):
         raise ResultsError(f"no {framework} release measured on {args.machine!r}; machines with "
                            f"results: {', '.join(machines(runs)) or 'none'}")
-    tables = [history_table(runs, args.machine, framework, precision, mode)
+    spread = noise.run_to_run([args.machine], noise.load(args.noise))
+    tables = [history_table(runs, args.machine, framework, precision, mode, spread)
               for precision in args.precision.split(",")]
     text = "\n\n".join(render_markdown(t) for t in tables if not t.is_empty()) + "\n"
     print(text, end="")
@@ -302,6 +304,27 @@ def cmd_noise(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_repeat(args: argparse.Namespace) -> int:
+    if args.runs < 2:
+        raise InvalidRequest(f"--runs must be 2 or more (a spread needs two runs), got {args.runs}")
+    request = require(resolve(
+        args.framework, args.model, device=args.device, precision=args.precision,
+        mode=args.mode, windows=args.windows, steps=args.steps,
+        window_seconds=args.window_seconds, warmup=args.warmup, threads=args.threads))
+    results = []
+    for number in range(1, args.runs + 1):
+        result = run(request, phases=("train",))
+        if args.jsonl:
+            record.append(args.jsonl, result)
+        status = f"{result.samples_per_s:.4g} samples/s" if result.ok else result.status
+        print(f"run {number}/{args.runs}: {status}", file=sys.stderr, flush=True)
+        results.append(result)
+    print(f"{request.framework} [{request.mode}] {request.model} on {request.device}, "
+          f"{request.precision}, batch {request.batch}, {request.threads} threads\n")
+    print(analysis.repeat_table(results))
+    return 0 if all(r.ok for r in results) else EXIT_FAILED
+
+
 def _list(text: str) -> List[str]:
     return [v for v in text.split(",") if v]
 
@@ -324,6 +347,11 @@ def _add_results_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", default="results", help="asv results directory (default: results)")
     p.add_argument("--records", help="fwkernels records directory (default: records beside "
                                      "--results)")
+
+
+def _add_noise_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--noise", default=noise.DEFAULT_PATH, metavar="FILE",
+                   help="each machine's measured run-to-run spread (default: noise.toml)")
 
 
 def _add_combination_arguments(p: argparse.ArgumentParser) -> None:
@@ -415,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmark", help="regular expression on benchmark names "
                                        "(e.g. samples_per_s)")
     p.add_argument("--format", choices=("terminal", "markdown"), default="terminal")
+    _add_noise_argument(p)
     p.set_defaults(func=cmd_compare)
 
     from fwkernels.report import history
@@ -427,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="fp32", help="comma list (default: fp32)")
     p.add_argument("--markdown", metavar="FILE", help="also write the page to FILE")
     _add_results_arguments(p)
+    _add_noise_argument(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("widen-grids", help="make results/benchmarks.json's parameter grids "
@@ -462,6 +492,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("records", nargs="+", help="JSON-lines records files")
     measured_by_option(p)
     p.set_defaults(func=cmd_noise)
+
+    p = sub.add_parser("repeat", help="one combination's training throughput in N fresh "
+                       "processes: the spread between runs beside the spread within one",
+                       description=analysis.repeat_table.__doc__)
+    _add_combination_arguments(p)
+    p.add_argument("--runs", type=int, default=5, help="fresh processes (default 5)")
+    p.add_argument("--windows", type=int, help="timing windows K")
+    p.add_argument("--steps", type=int, help="steps per window N (default: calibrated)")
+    p.add_argument("--window-seconds", type=float, help="target length of a timing window")
+    p.add_argument("--warmup", type=int, help="warm-up steps")
+    p.add_argument("--threads", type=int, help="CPU threads (default: all usable cores)")
+    p.add_argument("--jsonl", help="append each run's record here (fwkernels noise reads it)")
+    p.set_defaults(func=cmd_repeat)
 
     add_ledger_parser(sub)
     return parser

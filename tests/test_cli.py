@@ -48,6 +48,9 @@ def test_list_json_names_every_model_and_framework_with_availability():
     (["sweep", "torch", "--models", "ncf", "--threads", "100000"], ["threads", "usable cores"]),
     (["sweep", "torch", "--models", "ncf", "--window-seconds", "nan"], ["window_seconds"]),
     (["measure", "torch", "ncf", "--threads", "100000"], ["threads", "usable cores"]),
+    (["repeat", "torch", "ncf", "--runs", "1"], ["runs", "2 or more"]),
+    (["repeat", "torch", "nosuchmodel"], list(MODELS)),
+    (["repeat", "torch", "ncf", "--windows", "0"], ["windows", "positive"]),
 ])
 def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     proc = run(*args)
@@ -100,6 +103,19 @@ def test_measure_json_has_the_documented_figures(framework):
     assert record["params"] == MODELS["ncf"].expected_params(framework)
     assert record["samples_per_s"] > 0 and record["peak_memory_bytes"] > 0
     assert len(record["window_samples_per_s"]) == 2
+
+
+def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, tmp_path):
+    records = tmp_path / "repeat.jsonl"
+    proc = run("repeat", framework, "ncf", "--runs", "2", "--windows", "2", "--steps", "2",
+               "--warmup", "1", "--jsonl", str(records))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Run-to-run spread of the means:" in proc.stdout and "within-run CV" in proc.stdout
+    written = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["status"] for r in written] == ["ok", "ok"]
+    assert written[0]["timestamp"] != written[1]["timestamp"]
+    noise = run("noise", str(records), check=True).stdout
+    assert "| samples_per_s | track_samples_per_s, track_time_per_sample | 1 |" in noise
 
 
 def test_unavailable_framework_names_the_reason():

@@ -145,3 +145,40 @@ def test_results_of_another_grid_are_named_not_dropped_silently(tmp_path, capsys
     err = capsys.readouterr().err
     assert f"{older}: 1 benchmark(s) with 2 parameters left out" in err
     assert "no benchmark in common" in err
+
+
+def test_the_run_to_run_spread_widens_what_counts_as_real(runs, tmp_path, capsys):
+    """A change beyond the windows' spread but inside the machine's run-to-run spread
+    (noise.toml) is no longer flagged, in compare's verdict and in history's change column."""
+    from fwkernels.report.history import change
+
+    flagged = [c for c in comparisons(runs, OLD, NEW).values()
+               if c.spread_known and c.beyond_spread]
+    assert flagged
+    c = flagged[0]
+    needed = abs(c.b.mean - c.a.mean) / abs(c.a.mean)
+    c.run_to_run = needed * 1.01
+    assert not c.beyond_spread and c.verdict(1.1) == "within spread"
+    c.run_to_run = needed * 0.99
+    assert c.beyond_spread
+    assert "within the noise" in change(c.a, c.b, needed * 1.01)
+    assert "beyond the noise" in change(c.a, c.b, needed * 0.99)
+
+    noise_file = tmp_path / "noise.toml"
+    noise_file.write_text('[machine.cpu-fixture]\nrun_to_run = 0.99\n')
+    args = ["compare", NEW, OLD, "--results", RESULTS, "--machine", "cpu-fixture",
+            "--benchmark", "samples_per_s"]  # a real drop: exit 1 without noise.toml
+    assert main(args + ["--noise", str(noise_file)]) == 0
+    out = capsys.readouterr().out
+    assert "run-to-run spread, 99.0% of mean A" in out and "REGRESSION" not in out
+
+
+@pytest.mark.parametrize("text", ["[machine.m]\nrun_to_run = 1.5\n", "[machine.m]\n",
+                                  "not toml ["])
+def test_a_bad_noise_file_is_one_line(tmp_path, capsys, text):
+    noise_file = tmp_path / "noise.toml"
+    noise_file.write_text(text)
+    assert main(["compare", OLD, NEW, "--results", RESULTS, "--machine", "cpu-fixture",
+                 "--noise", str(noise_file)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "noise.toml" in err[0]

@@ -11,6 +11,10 @@ machine, the browser console logs no error. Screenshots go to test-artifacts/ (o
 $FWKERNELS_TEST_ARTIFACTS). Run with ``nox -s site``; needs ``apt-get install chromium
 chromium-driver`` (.ci/run does it).
 
+With FWKERNELS_SITE_CHECKOUT set to a checkout where `bash scripts/bench` ran, the same checks
+run on the site that run published instead (FWKERNELS_SITE_MACHINE: its machine's name); the
+constructed release is then left out, and the regressions page is checked for what it holds.
+
 The constructed release: torch 2.12.1 is given torch 2.11.0's results with one throughput
 raised by a quarter (ResNet-50) and one lowered by a fifth (VGG-19), both fp32, so that
 asv's regression detection has a gain and a loss to tell apart. They are test inputs, not
@@ -38,7 +42,8 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = os.environ.get("FWKERNELS_TEST_ARTIFACTS", os.path.join(REPO, "test-artifacts"))
-MACHINE = "h200"
+CHECKOUT = os.environ.get("FWKERNELS_SITE_CHECKOUT")
+MACHINE = os.environ.get("FWKERNELS_SITE_MACHINE", "h200")
 THROUGHPUT = "training.Training.track_samples_per_s"
 TIME_PER_SAMPLE = "training.Training.track_time_per_sample"
 BASE, CONSTRUCTED = "torch-2.11.0", "torch-2.12.1"
@@ -100,8 +105,10 @@ def construct_release(results: str, ledger: str) -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> str:
-    """fwkernels ledger build, asv publish and fwkernels report into one folder, as
-    scripts/bench does."""
+    """fwkernels ledger build, asv publish and fwkernels report into one folder laid out as a
+    checkout (.asv/ledger, .asv/html, results, records), as scripts/bench does."""
+    if CHECKOUT:
+        return os.path.join(CHECKOUT, ".asv", "html")
     root = tmp_path_factory.mktemp("site")
     ledger = str(root / ".asv" / "ledger")
     subprocess.run([sys.executable, "-m", "fwkernels", "ledger", "build", "--releases",
@@ -115,15 +122,15 @@ def site(tmp_path_factory) -> str:
               if key in ("project", "branches", "environment_type", "pythons",
                          "regressions_first_commits", "regressions_thresholds")}
     config.update(version=1, repo=ledger, benchmark_dir=os.path.join(REPO, "benchmarks"),
-                  results_dir=str(root / "results"), html_dir=str(root / "html"),
+                  results_dir=str(root / "results"), html_dir=str(root / ".asv" / "html"),
                   env_dir=str(root / "env"))
     (root / "asv.conf.json").write_text(json.dumps(config))
     subprocess.run([sys.executable, "-m", "asv", "--config", str(root / "asv.conf.json"),
                     "publish"], check=True, cwd=root, stdout=subprocess.DEVNULL)
     subprocess.run([sys.executable, "-m", "fwkernels", "report", "--results", str(root / "results"),
-                    "--html-dir", str(root / "html")], check=True, cwd=root,
+                    "--html-dir", str(root / ".asv" / "html")], check=True, cwd=root,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return str(root / "html")
+    return str(root / ".asv" / "html")
 
 
 @pytest.fixture(scope="module")
@@ -209,11 +216,12 @@ def measured(site: str, benchmark: str, branch: str = None, **fixed: str) -> set
     fixed parameters, over the release commits of the branch (all branches when None)."""
     from fwkernels.ledger.build import tags_by_commit
 
-    results = os.path.join(os.path.dirname(site), "results", MACHINE)
-    tags = tags_by_commit(os.path.join(os.path.dirname(site), ".asv", "ledger"))
+    checkout = os.path.dirname(os.path.dirname(site))
+    results = os.path.join(checkout, "results", MACHINE)
+    tags = tags_by_commit(os.path.join(checkout, ".asv", "ledger"))
     found = set()
     for name in os.listdir(results):
-        if name == "machine.json":
+        if name == "machine.json" or not name.endswith(".json"):
             continue
         with open(os.path.join(results, name)) as f:
             data = json.load(f)
@@ -290,6 +298,8 @@ def test_graph_legend_has_one_entry_per_configuration_measured(browser, server, 
 
 
 def test_regressions_page_lists_no_throughput_gain_and_names_releases(browser, server):
+    """asv lists a figure whose value rose: only lower-is-better figures may be there, so that
+    every entry is a loss; each entry names its release."""
     browser.get(f"{server}/asv.html#regressions")
     assert wait_for(browser, "document.querySelectorAll('#regressions-body .fwkernels-release')"
                              ".length > 0")
@@ -299,13 +309,17 @@ def test_regressions_page_lists_no_throughput_gain_and_names_releases(browser, s
     screenshot(browser, "site-regressions.png")
     names = [row[0] for row in rows]
     assert not [n for n in names if n.startswith(THROUGHPUT)], names
-    loss = f"{TIME_PER_SAMPLE}({', '.join(LOSS[0])})"
-    gain = f"{TIME_PER_SAMPLE}({', '.join(GAIN[0])})"
-    assert loss in names and gain not in names, names
+    assert all(float(row[3].rstrip("x")) > 1 for row in rows), rows  # the Factor column
     releases = browser.execute_script(
         "return Array.from(document.querySelectorAll('#regressions-body tbody tr'))"
         ".map(tr => tr.querySelector('.fwkernels-release').textContent)")
-    assert releases[names.index(loss)] == CONSTRUCTED, releases  # one commit: the release
+    tag = r"[\w-]+-\d[\w.]*"  # <framework>-<version>; two of them for a range of commits
+    assert all(re.fullmatch(f"{tag}( \u2192 {tag})?", r) for r in releases), releases
+    if not CHECKOUT:
+        loss = f"{TIME_PER_SAMPLE}({', '.join(LOSS[0])})"
+        gain = f"{TIME_PER_SAMPLE}({', '.join(GAIN[0])})"
+        assert loss in names and gain not in names, names
+        assert releases[names.index(loss)] == CONSTRUCTED, releases  # one commit: the release
     assert console_errors(browser) == []
 
 

@@ -5,6 +5,7 @@ framework's throughput against another's, MXNet's internal-memory figures, run-t
     fwkernels framework-ratio BASELINE OTHER RECORDS.jsonl ...
     fwkernels internal-memory RECORDS.jsonl
     fwkernels noise RECORDS.jsonl ...
+    fwkernels repeat FRAMEWORK MODEL --runs N    (measures; ``repeat_table`` is its table)
 """
 from __future__ import annotations
 
@@ -150,3 +151,29 @@ def noise(records: Sequence[Record]) -> str:
                      f"| {100 * percentile(spreads, 0.5):.2f}% | {100 * p95:.2f}% "
                      f"| {100 * spreads[-1]:.2f}% | {max(1, math.ceil(100 * p95))}% |")
     return "\n".join(lines)
+
+
+def repeat_table(records: Sequence[Record]) -> str:
+    """One combination measured in fresh processes, a row per run, then the two spreads of its
+    training throughput: between the runs' means ((largest - smallest) / mean of the means) and
+    within a run (the coefficient of variation over its timing windows).  The larger is the
+    smallest difference between two such measurements that can be called real (Markdown)."""
+    lines = ["| run | status | samples/s | std | within-run CV | windows x steps |",
+             "|---:|---|---:|---:|---:|---|"]
+    for number, r in enumerate(records, 1):
+        if r.ok:
+            lines.append(f"| {number} | ok | {r.samples_per_s:.4g} | {r['samples_per_s_std']:.2g} "
+                         f"| {100 * r['samples_per_s_cv']:.1f}% "
+                         f"| {r['windows']} x {r['steps_per_window']} |")
+        else:
+            lines.append(f"| {number} | {r.status} | – | – | – | – |")
+    means = [r.samples_per_s for r in records if r.ok]
+    if len(means) < 2:
+        return "\n".join(lines + ["", "Fewer than two runs finished: no run-to-run spread."])
+    between = (max(means) - min(means)) / (sum(means) / len(means))
+    within = max(r["samples_per_s_cv"] for r in records if r.ok)
+    larger = "between runs" if between >= within else "within a run"
+    return "\n".join(lines + [
+        "", f"Mean of the runs: {sum(means) / len(means):.4g} samples/s over {len(means)} runs.",
+        f"Run-to-run spread of the means: {100 * between:.1f}%; largest within-run CV: "
+        f"{100 * within:.1f}%; the larger ({larger}) is the noise to beat."])

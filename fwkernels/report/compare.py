@@ -11,9 +11,10 @@ environment-name substring, or ``key=value`` pairs (machine, commit, env, releas
 commas.
 The ratio is B / A; "better" and "worse" follow each unit (throughput up is
 better, time and memory down).  A difference is flagged only where it exceeds
-the measured spread (|mean B - mean A| > std A + std B over the timing
-windows); figures without samples have no spread, and only the factor judges
-them.  Exit status 1 when any figure of B is worse than A's by more than
+the measured spread: |mean B - mean A| > the larger of std A + std B over the
+timing windows and the machine's run-to-run spread (noise.toml,
+fwkernels.report.noise) times mean A; figures without samples have no spread, and
+only the factor judges them.  Exit status 1 when any figure of B is worse than A's by more than
 ``--factor`` (and beyond the spread): for CI.  asv's own compare treats every
 unit as lower-is-better and cannot compare environments (asv #370, #1617).
 """
@@ -23,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
+from fwkernels.report import noise
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -134,6 +136,7 @@ class Comparison:
     a: Optional[Value]
     b: Optional[Value]
     no_result: str = ""  # why a side's figure is no number: never compared
+    run_to_run: float = 0.0  # the machines' run-to-run spread, a fraction of the mean
 
     @property
     def ratio(self) -> Optional[float]:
@@ -154,7 +157,8 @@ class Comparison:
     def beyond_spread(self) -> bool:
         if not self.spread_known:
             return False
-        return abs(self.b.mean - self.a.mean) > self.a.std + self.b.std  # type: ignore[union-attr]
+        return noise.beyond(self.a.mean, self.a.std, self.b.mean, self.b.std,  # type: ignore
+                            self.run_to_run)
 
     def verdict(self, factor: float) -> str:
         if self.no_result:
@@ -172,12 +176,12 @@ class Comparison:
         return "within spread" if self.spread_known else "no spread measured"
 
 
-def compare(a: Side, b: Side, units: Dict[str, str]) -> List[Comparison]:
+def compare(a: Side, b: Side, units: Dict[str, str], run_to_run: float = 0.0) -> List[Comparison]:
     (va, ia), (vb, ib) = pair(a, b)
     keys = sorted(set(va) | set(vb) | set(ia) | set(ib))
     return [Comparison(k, units.get(k[0]) or _guess_unit(k[0]), va.get(k), vb.get(k),
                        "; ".join(f"{side}: {why[k]}" for side, why in (("A", ia), ("B", ib))
-                                 if k in why))
+                                 if k in why), run_to_run)
             for k in keys]
 
 
@@ -195,7 +199,8 @@ def _format(value: Optional[Value], unit: str) -> str:
     return format_value(value.mean * scale, std) + suffix
 
 
-def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float) -> Table:
+def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
+                     run_to_run: float = 0.0) -> Table:
     table = Table(title=f"compare A = {a.text} with B = {b.text}",
                   headers=["benchmark", "framework", "model", "precision", "A", "B", "B/A",
                            "verdict"],
@@ -216,7 +221,10 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float)
         counts[c.verdict(factor)] = counts.get(c.verdict(factor), 0) + 1
     table.summary = [
         "Direction per unit: samples/s higher is better; seconds and bytes lower is better.",
-        f"Flags: beyond the measured spread (|mean B - mean A| > std A + std B) and beyond "
-        f"--factor {factor:g}; figures without samples are judged by the factor alone.",
+        f"Flags: beyond the measured spread (|mean B - mean A| > the larger of std A + std B and "
+        f"the run-to-run spread, {100 * run_to_run:.1f}% of mean A"
+        + ("" if run_to_run else ": not measured for these machines (noise.toml)")
+        + f") and beyond --factor {factor:g}; figures without samples are judged by the factor "
+        "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
     return table

@@ -1,9 +1,9 @@
 """``fwkernels history FRAMEWORK``: training throughput per release of one framework on one
 machine, each release against the one before it, as a Markdown page.
 
-A change is called beyond the noise where the two means differ by more than the sum of their
-timing windows' standard deviations (the rule of ``fwkernels compare``); the spread between
-separate runs of the same release is not part of it.
+A change is called beyond the noise where the two means differ by more than the larger of the
+sum of their timing windows' standard deviations and the machine's run-to-run spread
+(noise.toml; the rule of ``fwkernels compare``).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import List, Optional
 
 from fwkernels.frameworks import get_framework
 from fwkernels.models import MODELS
+from fwkernels.report import noise
 from fwkernels.report.render import format_value
 from fwkernels.report.results import THROUGHPUT, Run, Value
 from fwkernels.report.table import Cell, Table
@@ -28,17 +29,17 @@ def _version_key(release: Optional[str]) -> tuple:
     return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
-def change(before: Optional[Value], after: Optional[Value]) -> str:
+def change(before: Optional[Value], after: Optional[Value], run_to_run: float = 0.0) -> str:
     if before is None or after is None or not before.mean:
         return "–"
     ratio = after.mean / before.mean - 1
-    noise = (before.std or 0.0) + (after.std or 0.0)
-    judged = "beyond the noise" if abs(after.mean - before.mean) > noise else "within the noise"
+    real = noise.beyond(before.mean, before.std or 0.0, after.mean, after.std or 0.0, run_to_run)
+    judged = "beyond the noise" if real else "within the noise"
     return f"{100 * ratio:+.1f}% ({judged})"
 
 
 def history_table(runs: List[Run], machine: str, framework: str, precision: str,
-                  mode: str = "") -> Table:
+                  mode: str = "", run_to_run: float = 0.0) -> Table:
     """One row per release: throughput per model (mean ± std over the windows) and the change
     from the release above it."""
     target = framework if not mode else f"{framework}:{mode}"
@@ -52,8 +53,11 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
     title = get_framework(framework).title + (f" [{mode}]" if mode else "")
     table = Table(title=f"{title}: training throughput per release, {precision}, {machine}",
                   caption="Mean ± std over the timing windows; change from the release above "
-                          "(beyond the noise: the means differ by more than the sum of the two "
-                          "standard deviations).", headers=headers)
+                          "(beyond the noise: the means differ by more than the larger of the "
+                          "sum of the two standard deviations and the run-to-run spread, "
+                          + (f"{100 * run_to_run:.1f}% on this machine (noise.toml))."
+                             if run_to_run else "not measured on this machine (noise.toml))."),
+                  headers=headers)
     previous: dict = {}
     for run in chosen:
         row = [Cell(run.release.rpartition("-")[2] if run.release else run.short_commit),
@@ -68,7 +72,7 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
                         Cell("–")]
                 continue
             row += [Cell(format_value(value.mean, value.std)),
-                    Cell(change(previous.get(m), value))]
+                    Cell(change(previous.get(m), value, run_to_run))]
             previous[m] = value
         shown = [run.record(target, m, precision) for m in models]
         harness = sorted({(r.get("harness_commit") or r.get("asv_commit") or "?")[:8]
