@@ -199,7 +199,10 @@ def screenshot(driver, name: str) -> str:
     return path
 
 
-PLOTTED = ("(window.jQuery && $('#main-graph').data('plot')) ? $('#main-graph').data('plot')"
+# asv loads a graph's series one request each: read the graph once none is pending (jQuery.active),
+# or its legend lacks the late ones and a next graph races their callbacks
+PLOTTED = ("(window.jQuery && $.active === 0 && $('#main-graph').data('plot')) ? "
+           "$('#main-graph').data('plot')"
            ".getData().reduce((n, s) => n + s.data.filter(p => p[1] !== null).length, 0) : 0")
 LEGEND = "Array.from(document.querySelectorAll('#main-graph .legendLabel')).map(e => e.textContent)"
 
@@ -269,7 +272,7 @@ def test_report_page_renders_with_data(browser, server):
     assert any(re.fullmatch(r"[\d,.]+ ± [\d,.]+", c) for c in cells), cells
     assert browser.execute_script("return document.querySelectorAll('td.best').length") > 0
     charts = browser.execute_script("return document.querySelectorAll('.chart svg').length")
-    assert charts >= 3
+    assert charts >= (1 if CHECKOUT else 3)  # Table 1, memory, history: the H200 has all three
     # bars drawn in the first chart (matplotlib writes each bar as a path)
     assert browser.execute_script(
         "return document.querySelector('.chart svg').querySelectorAll('path').length") > 10
@@ -384,3 +387,18 @@ def test_vendored_files_are_the_cdn_files_asv_names():
             algorithm, expected = re.search(r'integrity="(sha\d+)-([^"]+)"', tag).groups()
             digest = base64.b64encode(hashlib.new(algorithm, content).digest()).decode()
             assert digest == expected, f"{local} differs from {url}"
+
+
+def test_the_published_asv_js_reads_a_cached_graph_at_once(site, tmp_path):
+    """asv 0.6.6 re-reads its graph cache a millisecond late (fwkernels.site.fix_graph_cache):
+    the published asv.js carries the mended code, and an asv.js without the code it mends is
+    refused rather than published unmended."""
+    from fwkernels import site as site_module
+
+    with open(os.path.join(site, "asv.js")) as f:
+        text = f.read()
+    assert site_module.GRAPH_CACHE_FIXED in text and site_module.GRAPH_CACHE_RACE not in text
+    other = tmp_path / "asv.js"
+    other.write_text("function load_graph_data(url) {}")
+    with pytest.raises(site_module.SiteError, match="graph cache"):
+        site_module.fix_graph_cache(str(other))

@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
-from fwkernels.report import published
+from fwkernels.report import noise, published
 from fwkernels.report.model import Outcome, Report, Row, select_report
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
@@ -371,7 +371,8 @@ def table1_conclusions(report: Report, models: List[str], ours: Dict[Tuple[str, 
     lines = [f"Paper: \"{published.PYTORCH_TABLE1_CLAIM}\" (computed from its table: "
              f"{paper_distance:.0f}%).",
              _claim_line(models, ours, "default modes (Table 1)"),
-             _claim_line(models, ours_best, "best measured modes")]
+             _claim_line(models, ours_best, "best measured modes"),
+             _noise_line(report.machine)]
     for m in models:
         paper_fastest = max(published.PYTORCH_TABLE1_FRAMEWORKS,
                             key=lambda f: published.PYTORCH_TABLE1[f][m].mean
@@ -390,6 +391,16 @@ def table1_conclusions(report: Report, models: List[str], ours: Dict[Tuple[str, 
             lines.append(f"{MODELS[m].title}: paper's fastest {FRAMEWORKS[paper_fastest].title}; "
                          f"fewer than two of the paper's frameworks measured here, no comparison.")
     return lines
+
+
+def _noise_line(machine: str) -> str:
+    spread = noise.run_to_run([machine], noise.load())
+    if not spread:
+        return (f"The run-to-run spread of {machine} is not measured (noise.toml): a distance "
+                "is as certain as one run of each figure.")
+    return (f"Separate runs of one figure on {machine} land up to {100 * spread:.0f}% apart "
+            "(noise.toml): a distance or a change of fastest framework smaller than that is not "
+            "a difference.")
 
 
 def _paper_pytorch_distance(models: List[str]) -> float:
