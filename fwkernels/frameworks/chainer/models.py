@@ -228,7 +228,7 @@ class NormalizedBahdanauAttention(chainer.Chain):
         (b, tq, n), tk = query.shape, keys.shape[1]
         q = F.broadcast_to(F.expand_dims(self.linear_q(query, n_batch_axes=2), 2), (b, tq, tk, n))
         k = F.broadcast_to(F.expand_dims(self.linear_k(keys, n_batch_axes=2), 1), (b, tq, tk, n))
-        norm = F.sqrt(F.sum(self.linear_att * self.linear_att))
+        norm = F.reshape(F.sqrt(F.sum(self.linear_att * self.linear_att)), (1,))
         v = self.linear_att * F.broadcast_to(self.normalize_scalar / norm, (n,))
         hidden = F.tanh(q + k + F.broadcast_to(self.normalize_bias, (b, tq, tk, n)))
         scores = F.reshape(F.matmul(F.reshape(hidden, (-1, n)), F.reshape(v, (n, 1))), (b, tq, tk))
