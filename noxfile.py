@@ -11,6 +11,7 @@ site and lint sessions own, with FWKERNELS_TEST_FRAMEWORKS set, so the generic t
 """
 import fcntl
 import os
+from typing import Sequence
 
 import nox
 
@@ -19,14 +20,18 @@ nox.options.error_on_missing_interpreters = True
 PYTHON = "3.11"
 
 
-def install(session: nox.Session, *args: str) -> None:
-    """session.install of the requirements, then of fwkernels itself ("-e", ".[extras]") one
-    session at a time: sessions run in parallel lanes (scripts/lanes.py), and every editable
-    install of fwkernels writes its metadata into this folder."""
+def install(session: nox.Session, *args: str, no_build_isolation: Sequence[str] = ()) -> None:
+    """session.install of the requirements, then of ``no_build_isolation`` (source distributions
+    that build against the requirements already installed, not in pip's isolated build
+    environment), then of fwkernels itself ("-e", ".[extras]") one session at a time: sessions
+    run in parallel lanes (scripts/lanes.py), and every editable install of fwkernels writes its
+    metadata into this folder."""
     project = [a for a in args if a.startswith(".")]
     requirements = [a for a in args if a != "-e" and a not in project]
     if requirements:
         session.install(*requirements)
+    if no_build_isolation:
+        session.install("--no-build-isolation", *no_build_isolation)
     os.makedirs(".nox", exist_ok=True)
     with open(os.path.join(".nox", "install.lock"), "w") as lock:  # closing it unlocks
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -39,11 +44,16 @@ FRAMEWORK_ENVIRONMENTS = {
     "jax": (["jax"], ["jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8", "optax==0.2.8"]),
     "tensorflow": (["tensorflow"], ["tensorflow-cpu==2.21.0"]),
     "mxnet": (["mxnet"], ["mxnet==1.9.1", "numpy==1.23.5"]),  # numpy >= 1.24 breaks mxnet
+    # what chainer==7.8.1 (NO_BUILD_ISOLATION) builds and runs with
+    "chainer": (["chainer"], ["numpy==1.23.5", "setuptools<74", "wheel"]),
     "paddle": (["paddle"], ["paddlepaddle==3.3.1"]),
     "keras-jax": (["keras-jax"], ["keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"]),
     "keras-torch": (["keras-torch"], ["keras==3.15.1", "torch==2.13.0"]),  # the CPU build
     "keras-tensorflow": (["keras-tensorflow"], ["keras==3.15.1", "tensorflow-cpu==2.21.0"]),
 }
+# session name -> source distributions built against its requirements (no build isolation):
+# Chainer 7.8.1 is an sdist whose setup.py needs setuptools < 74 and wheel (releases.toml)
+NO_BUILD_ISOLATION = {"chainer": ["chainer==7.8.1"]}
 
 
 @nox.session(python=PYTHON)
@@ -105,7 +115,8 @@ OWN_SESSION_TESTS = ["tests/test_protocol.py", "tests/test_failures.py", "tests/
 def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     @nox.session(python=PYTHON, name=name)
     def run(session: nox.Session) -> None:
-        install(session, "-e", ".[test]", *requirements)
+        install(session, "-e", ".[test]", *requirements,
+                no_build_isolation=NO_BUILD_ISOLATION.get(name, ()))
         ignored = [f"--ignore={path}" for path in OWN_SESSION_TESTS]
         session.run("pytest", "-q", *ignored, *session.posargs,
                     env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks)})

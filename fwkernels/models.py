@@ -77,7 +77,7 @@ NCF_ITEMS = 26744
 # 9 LSTM direction-layers (5 encoder, 4 decoder) x 4 gates x 1024 fewer.
 _ONE_BIAS_LSTM = (
     160_671_297 - 9 * 4 * GNMT_HIDDEN,
-    "native LSTM carries one bias vector per gate set (PyTorch, MXNet, Paddle carry two)",
+    "native LSTM carries one bias vector per gate set (PyTorch, MXNet, Paddle, Chainer carry two)",
 )
 
 # Layer tables shared by every backend's definitions ("M" = 2x2 max pool in the VGGs,

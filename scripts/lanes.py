@@ -27,7 +27,8 @@ from typing import Dict, List
 # Minutes each session took in two lanes on the 2-core machine (nox's summary, 2026-12-01):
 # only to balance the lanes.
 MINUTES = {"jax": 14, "keras-tensorflow": 12, "torch": 12, "keras-jax": 10, "tensorflow": 9,
-           "keras-torch": 9, "mxnet": 8, "paddle": 8, "lint": 7, "ledger": 2, "site": 2}
+           "keras-torch": 9, "chainer": 10, "mxnet": 8, "paddle": 8, "lint": 7, "ledger": 2,
+           "site": 2}
 PASSIVE_WAIT = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "GOMP_SPINCOUNT": "0"}
 
 

@@ -79,10 +79,74 @@ def test_releases_file_loads_and_writes_back_unchanged(tmp_path):
     ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-01-01\n'
      'pins = { torchvision = 29 }\n', "`pins` maps package names to exact versions"),
     ("[torch\n", "not valid TOML"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-01-01\n'
+     'build_requires = "setuptools<74"\n', "`build_requires` must be a list of requirements"),
+    ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-01-01\n'
+     'build_requires = ["setuptools<74 --pre"]\n', "`build_requires` must be a list"),
 ])
 def test_bad_releases_file_is_one_clear_error(tmp_path, text, message):
     with pytest.raises(LedgerError, match=message.replace("[", r"\[").replace("(", r"\(")):
         releases.load(write(tmp_path, text), known=KNOWN)
+
+
+SOURCE_ONLY = """\
+[torch]
+package = "torch"
+
+[[torch.release]]
+version = "7.8.1"
+date = 2020-08-27
+pins = { numpy = "1.23.5" }
+build_requires = ["setuptools<74", "wheel"]
+"""
+
+
+def test_build_requires_are_installed_first_then_the_release_without_build_isolation(tmp_path):
+    from fwkernels.ledger import install
+
+    tracked = releases.load(write(tmp_path, SOURCE_ONLY), known=KNOWN)
+    copy = str(tmp_path / "copy.toml")
+    releases.dump(tracked, copy)
+    assert open(copy).read().count('build_requires = ["setuptools<74", "wheel"]') == 1
+    assert releases.load(copy, known=KNOWN) == tracked
+    document = build.release_document(tracked["torch"], tracked["torch"].newest)
+    assert document["build_requires"] == ["setuptools<74", "wheel"]
+    assert install.install_steps(document["requirements"]["cpu"], document["build_requires"]) == [
+        ["setuptools<74", "wheel", "numpy===1.23.5"],
+        ["--no-build-isolation", "torch===7.8.1", "numpy===1.23.5"]]
+    plain = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)["torch"]
+    assert "build_requires" not in build.release_document(plain, plain.newest)  # hashes kept
+    assert install.install_steps(["torch===2.14.1"], []) == [["torch===2.14.1"]]
+
+
+def test_chainer_installs_as_its_sdist_needs():
+    """Chainer 7.8.1 builds only with setuptools < 74 and wheel, without build isolation."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    chainer = releases.load(os.path.join(root, releases.DEFAULT_PATH))["chainer"]
+    release = chainer.release("7.8.1")
+    assert release.build_requires == ["setuptools<74", "wheel"]
+    assert releases.requirements(chainer, release) == ["chainer===7.8.1", "numpy===1.23.5"]
+
+
+def test_clean_puts_back_the_environments_own_packages(tmp_path, monkeypatch):
+    """A release's build requirements (setuptools < 74) must not outlive it."""
+    from fwkernels.ledger import install
+
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *args: calls.append(args) or
+                        subprocess.CompletedProcess(args, 0, ""))
+    monkeypatch.setattr(install, "installed_distributions",
+                        lambda: {"pip": "24.0", "setuptools": "75.1.0"})
+    install.baseline(str(tmp_path))  # recorded with versions the first time
+    monkeypatch.setattr(install, "installed_distributions",
+                        lambda: {"pip": "24.0", "setuptools": "73.0.1", "chainer": "7.8.1"})
+    assert install.clean(str(tmp_path)) == ["chainer"]
+    assert calls == [("install", "setuptools==75.1.0"), ("uninstall", "-y", "chainer")]
+    calls.clear()
+    with open(tmp_path / install.BASELINE, "w") as f:
+        json.dump(["pip", "setuptools"], f)  # a baseline of names only, as written before
+    assert install.clean(str(tmp_path)) == ["chainer"]
+    assert calls == [("uninstall", "-y", "chainer")]
 
 
 def test_ledger_is_the_same_built_twice_and_on_any_machine(tmp_path):

@@ -56,7 +56,7 @@ _FRAMEWORKS = [
     FrameworkInfo("mxnet", "MXNet", "mxnet", "mxnet", ("hybrid", "imperative")),
     FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static", "untuned"),
                   tuned_modes=("static",)),
-    FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run",)),
+    FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run", "untuned")),
     FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",)),
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),

@@ -22,14 +22,18 @@ RELEASE_FILE = "release.json"
 
 
 def release_document(tracked: TrackedFramework, release: Release) -> Dict[str, object]:
-    """The content of a release's commit (``release.json``)."""
-    return {
+    """The content of a release's commit (``release.json``); ``build_requires`` only where a
+    release has them, so that every other release keeps its commit hash."""
+    document = {
         "framework": tracked.name, "package": tracked.package, "version": release.version,
         "date": release.date.isoformat(), "pins": release.pins, "note": release.note,
         "python": release.python,
         "requirements": {"cpu": requirements(tracked, release, "cpu"),
                          "cuda": requirements(tracked, release, "cuda")},
     }
+    if release.build_requires:
+        document["build_requires"] = release.build_requires
+    return document
 
 
 def build(frameworks: Dict[str, TrackedFramework], path: str = DEFAULT_PATH

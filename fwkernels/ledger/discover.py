@@ -148,7 +148,8 @@ def discover(tracked: TrackedFramework, registry: Registry) -> Discovery:
             continue
         import datetime
 
-        release = Release(tracked.name, candidate, datetime.date.fromisoformat(date), pins)
+        release = Release(tracked.name, candidate, datetime.date.fromisoformat(date), pins,
+                          build_requires=list(previous.build_requires) if previous else [])
         found.added.append(release)
         previous = release
     return found

@@ -3,10 +3,12 @@
     python -m fwkernels.ledger.install BUILD_DIR      (asv.conf.json's install_command)
 
 Every release gets the same clean environment: whatever an earlier release installed is removed
-first (everything that was not there when asv created the environment), then the release's exact
-pins are installed (``release.json`` of the commit, CPU or CUDA packages by FWKERNELS_DEVICE),
-then fwkernels itself from the checkout that runs asv (editable, no dependencies). What was
-installed is written to ``<environment>/fwkernels-release.json``, which the suite reads.
+first (everything that was not there when asv created the environment; asv's own packages go back
+to their versions of then), then the release's exact pins are installed (``release.json`` of the
+commit, CPU or CUDA packages by FWKERNELS_DEVICE; a release's ``build_requires`` first, then the
+release without build isolation), then fwkernels itself from the checkout that runs asv
+(editable, no dependencies). What was installed is written to
+``<environment>/fwkernels-release.json``, which the suite reads.
 
 A pip constraint file (PIP_CONSTRAINT, or a pip.conf that caps a framework) is not applied: the
 ledger's exact pins are the point, and a cap could only make a tracked release fail to install.
@@ -51,21 +53,31 @@ def pip(*args: str) -> subprocess.CompletedProcess:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def baseline(prefix: str) -> List[str]:
-    """The distributions asv put in the environment, recorded the first time this step runs."""
+def baseline(prefix: str) -> Dict[str, Optional[str]]:
+    """The distributions asv put in the environment and their versions, recorded the first time
+    this step runs (a baseline recorded before versions were lists names only: versions None)."""
     path = os.path.join(prefix, BASELINE)
     if not os.path.exists(path):
-        names = sorted(n for n in installed_distributions() if n != HARNESS)
+        versions = {n: v for n, v in sorted(installed_distributions().items()) if n != HARNESS}
         with open(path, "w") as f:
-            json.dump(names, f, indent=1)
+            json.dump(versions, f, indent=1)
     with open(path) as f:
-        return json.load(f)
+        recorded = json.load(f)
+    return recorded if isinstance(recorded, dict) else dict.fromkeys(recorded)
 
 
 def clean(prefix: str) -> List[str]:
-    """Remove what earlier releases installed; returns the names removed."""
-    keep = set(baseline(prefix))
-    extra = sorted(n for n in installed_distributions() if n not in keep)
+    """Remove what earlier releases installed, and put back the versions of asv's own packages
+    that a release's ``build_requires`` changed (setuptools); returns the names removed."""
+    keep = baseline(prefix)
+    now = installed_distributions()
+    changed = sorted(f"{n}=={v}" for n, v in keep.items() if v and now.get(n) != v)
+    if changed:
+        result = pip("install", *changed)
+        if result.returncode != 0:
+            raise SystemExit(f"could not put back the environment's own packages "
+                             f"({', '.join(changed)}):\n{result.stdout[-3000:]}")
+    extra = sorted(n for n in now if n not in keep)
     marker = os.path.join(prefix, MARKER)
     if os.path.exists(marker):
         os.remove(marker)
@@ -92,11 +104,12 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
     prefix = sys.prefix
     removed = clean(prefix)
     print(f"{name}: removed {len(removed)} packages of the previous release", flush=True)
-    result = pip("install", *requirements)
-    print(result.stdout[-5000:], flush=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{name} failed to install ({' '.join(requirements)}): "
-                         f"{_last_error(result.stdout)}")
+    for args in install_steps(requirements, release.get("build_requires", [])):
+        result = pip("install", *args)
+        print(result.stdout[-5000:], flush=True)
+        if result.returncode != 0:
+            raise SystemExit(f"{name} failed to install ({' '.join(args)}): "
+                             f"{_last_error(result.stdout)}")
     if harness_dir:
         result = pip("install", "--no-deps", "--no-build-isolation", "-e", harness_dir)
         if result.returncode != 0:
@@ -110,6 +123,16 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
     with open(os.path.join(prefix, MARKER), "w") as f:
         json.dump(record, f, indent=2, sort_keys=True)
     return record
+
+
+def install_steps(requirements: List[str], build_requires: List[str]) -> List[List[str]]:
+    """pip install's arguments, in order.  A release with ``build_requires`` (a source
+    distribution that does not build in pip's isolated build environment, such as Chainer 7.8.1):
+    those and the pins (``requirements`` after the package) first, then everything without build
+    isolation, so that the release builds against them."""
+    if not build_requires:
+        return [requirements]
+    return [[*build_requires, *requirements[1:]], ["--no-build-isolation", *requirements]]
 
 
 def _admits(specifier: str, python: str) -> bool:

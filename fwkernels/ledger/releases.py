@@ -13,6 +13,10 @@ oldest first, each with its release date and its exact pins::
     date = 2026-09-30
     pins = { torchvision = "0.29.1" }
 
+A release published only as a source distribution that does not build in pip's isolated build
+environment names what it builds with in ``build_requires`` (e.g. ``["setuptools<74", "wheel"]``):
+the install step installs those and the pins first, then the release without build isolation.
+
 ``load`` checks the file and names what is wrong in one line (``LedgerError``); ``dump`` writes it
 back in this layout (discovery appends releases through it).
 """
@@ -37,6 +41,9 @@ HEADER = """\
 # as an option.
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?$")
+# A build requirement: a package name and optional version clauses ("setuptools<74", "wheel").
+_CLAUSE = r" *(===|==|~=|!=|<=|>=|<|>) *[0-9][0-9A-Za-z.*+!_-]*"
+_REQUIREMENT = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]*({_CLAUSE}( *,{_CLAUSE})*)?$")
 
 
 class LedgerError(ValueError):
@@ -55,6 +62,8 @@ class Release:
     pins: Dict[str, str] = field(default_factory=dict)  # companion package -> exact version
     note: str = ""
     python: str = ""  # the Pythons it installs on, a specifier such as ">=3.12" ("": any)
+    # installed before the release, which is then built without build isolation ([]: isolated)
+    build_requires: List[str] = field(default_factory=list)
 
     def installs_on(self, python_version: str) -> bool:
         """Whether this release's ``python`` specifier admits ``python_version`` ("3.11.7")."""
@@ -152,10 +161,10 @@ def _framework(path: str, name: str, table: object) -> TrackedFramework:
 def _release(where: str, name: str, entry: object) -> Release:
     if not isinstance(entry, dict):
         raise LedgerError(f"{where}: each release is a [[{name}.release]] table")
-    unknown = set(entry) - {"version", "date", "pins", "note", "python"}
+    unknown = set(entry) - {"version", "date", "pins", "note", "python", "build_requires"}
     if unknown:
         raise LedgerError(f"{where}: unknown release keys {', '.join(sorted(unknown))}; "
-                          "valid keys: version, date, pins, note, python")
+                          "valid keys: version, date, pins, note, python, build_requires")
     version = entry.get("version")
     if not isinstance(version, str) or not _VERSION.match(version):
         raise LedgerError(f"{where}: a release needs `version`, a version string such as "
@@ -177,7 +186,13 @@ def _release(where: str, name: str, entry: object) -> Release:
     if not isinstance(python, str) or not re.match(r"^[<>=!~0-9., ]*$", python):
         raise LedgerError(f"{where}: {name} {version}: `python` must be a version specifier "
                           "such as \">=3.12\"")
-    return Release(name, version, date, dict(pins), note, python)
+    build_requires = entry.get("build_requires", [])
+    if not isinstance(build_requires, list) or not all(
+            isinstance(r, str) and _REQUIREMENT.match(r) for r in build_requires):
+        raise LedgerError(f"{where}: {name} {version}: `build_requires` must be a list of "
+                          "requirements such as [\"setuptools<74\", \"wheel\"] (installed first; "
+                          "the release then builds without build isolation)")
+    return Release(name, version, date, dict(pins), note, python, list(build_requires))
 
 
 def dump(frameworks: Dict[str, TrackedFramework], path: str = DEFAULT_PATH) -> None:
@@ -202,6 +217,9 @@ def dump(frameworks: Dict[str, TrackedFramework], path: str = DEFAULT_PATH) -> N
                 lines.append(f"pins = {{ {pins} }}")
             if release.python:
                 lines.append(f"python = {_string(release.python)}")
+            if release.build_requires:
+                requires = ", ".join(_string(r) for r in release.build_requires)
+                lines.append(f"build_requires = [{requires}]")
             if release.note:
                 lines.append(f"note = {_string(release.note)}")
             lines.append("")

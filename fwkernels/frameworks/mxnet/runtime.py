@@ -2,9 +2,7 @@
 here before ``import mxnet``), version, devices, the TF32 override, denormals, runtime info."""
 from __future__ import annotations
 
-import ctypes
 import os
-import struct
 from typing import Dict, Optional, Tuple
 
 # Operators run one at a time (MXNet's default, made explicit), each on OMP_NUM_THREADS
@@ -19,28 +17,12 @@ os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 AUTOTUNE_VARIABLE = "MXNET_CUDNN_AUTOTUNE_DEFAULT"
 os.environ.setdefault(AUTOTUNE_VARIABLE, "1")
 
-_FTZ_DAZ = 0x8040  # MXCSR flush-to-zero and denormals-are-zero bits
+from fwkernels.frameworks import base  # noqa: E402
 
-
-def _flush_denormals() -> None:
-    """Set FTZ/DAZ for this thread; threads started later (MXNet's engine, OpenMP) inherit it.
-
-    MXNet has no switch for it.  A fixed synthetic batch drives gradients into
-    denormals, ~100x slower on x86 CPUs (PyTorch flushes them too, via its own switch).
-    """
-    libm = ctypes.CDLL("libm.so.6")
-    env = ctypes.create_string_buffer(32)  # glibc x86-64 fenv_t; MXCSR at offset 28
-    if libm.fegetenv(env) == 0:
-        struct.pack_into("<I", env, 28, struct.unpack_from("<I", env.raw, 28)[0] | _FTZ_DAZ)
-        libm.fesetenv(env)
-
-
-if os.uname().machine == "x86_64":
-    _flush_denormals()
+# MXNet has no flush-to-zero switch: set FTZ/DAZ before its engine and OpenMP threads start.
+base.flush_denormals_x86()
 
 import mxnet as mx  # noqa: E402  (after the settings above)
-
-from fwkernels.frameworks import base  # noqa: E402
 
 
 def version() -> str:
