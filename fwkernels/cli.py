@@ -547,6 +547,8 @@ def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
     common(p)
     p.add_argument("--last", type=int, default=0,
                    help="the last N releases of each framework (default: all)")
+    p.add_argument("--exclude", action="append", default=[], metavar="FRAMEWORK",
+                   help="leave this framework out (repeatable)")
     p.add_argument("--tags", action="store_true", help="print the release tags, not hashes")
     p.add_argument("--python", default=platform.python_version(),
                    help="only releases that install on this Python version, or `any` (default: "

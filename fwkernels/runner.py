@@ -133,15 +133,23 @@ def die_with_parent() -> Optional[Callable[[], None]]:
 
 
 def oom_kills() -> Optional[int]:
-    """The kernel's count of OOM kills in this process's cgroup (v2, where workers run too);
-    None where it cannot be read."""
+    """The kernel's OOM kills: those in this process's cgroup (v2, where workers run too) plus
+    the machine's (/proc/vmstat: a global OOM, the machine out of memory, is not counted in the
+    cgroup); None where neither can be read."""
+    counts = []
     try:
         with open("/proc/self/cgroup") as f:
             group = next(line.split(":", 2)[2].strip() for line in f if line.startswith("0::"))
         with open(f"/sys/fs/cgroup{group}/memory.events") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("oom_kill "))
+            counts.append(next(int(line.split()[1]) for line in f if line.startswith("oom_kill ")))
     except (OSError, StopIteration, ValueError, IndexError):
-        return None
+        pass
+    try:
+        with open("/proc/vmstat") as f:
+            counts.append(next(int(line.split()[1]) for line in f if line.startswith("oom_kill ")))
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return sum(counts) if counts else None
 
 
 def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
@@ -175,7 +183,7 @@ def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
         status, why = "oom", "the kernel's OOM killer" if oom_killed else "out of memory"
     elif proc.returncode == -signal.SIGKILL:
         status, why = "killed", "SIGKILL with no sign of running out of memory (no allocator " \
-                                "error, no OOM kill in the cgroup's memory.events)"
+                                "error, no OOM kill counted by the kernel)"
     else:
         status, why = "crashed", ""
     return {"status": status, "log_tail": tail,

@@ -137,6 +137,8 @@ def classify_failure(backend_name: str, error: BaseException) -> Dict[str, Any]:
     message = f"{type(error).__name__}: {error}".strip().splitlines()[0][:500]
     if isinstance(error, NonFiniteLoss):
         return {"status": "nan", "error": message}
+    if isinstance(error, MemoryError):  # the host's memory (numpy's, any framework's CPU arrays)
+        return {"status": "oom", "error": message}
     try:
         backend = load_backend(backend_name)
         if backend.is_out_of_memory(error):

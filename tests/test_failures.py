@@ -12,6 +12,13 @@ def test_nan_loss_is_classified():
     assert worker.classify_failure("torch", NonFiniteLoss("loss is nan"))["status"] == "nan"
 
 
+def test_host_memory_exhausted_is_an_oom_in_any_framework():
+    """numpy's MemoryError (Chainer's CPU arrays, a host tensor of any framework) is an OOM,
+    not an error, whatever the framework's own out-of-memory types."""
+    out = worker.classify_failure("chainer", MemoryError("Unable to allocate 32.0 MiB"))
+    assert out == {"status": "oom", "error": "MemoryError: Unable to allocate 32.0 MiB"}
+
+
 def test_a_backend_that_fails_to_import_is_an_error_with_its_message(monkeypatch):
     error = ImportError("To use Keras, you need optree")
 

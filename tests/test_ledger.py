@@ -278,6 +278,11 @@ def test_commits_lists_the_last_releases_of_each_framework(tmp_path):
     assert tags.stdout.split() == ["torch-2.14.1", "jax-0.10.2"]
     hashes = run_cli("commits", "--framework", "torch", "--releases", path, "--ledger", ledger)
     assert hashes.stdout.split()[-1] == TORCH_2_14_1
+    left = run_cli("commits", "--last", "1", "--tags", "--exclude", "torch", "--releases", path,
+                   "--ledger", ledger)
+    assert left.stdout.split() == ["jax-0.10.2"]
+    bad = run_cli("commits", "--exclude", "nosuch", "--releases", path, "--ledger", ledger)
+    assert bad.returncode == 2 and "nosuch" in bad.stderr and "torch" in bad.stderr
 
 
 def test_asv_configuration_lists_every_framework_of_the_releases_file():

@@ -13,12 +13,15 @@ from fwkernels.ledger.releases import LedgerError, TrackedFramework
 
 
 def selected(args: argparse.Namespace) -> Dict[str, TrackedFramework]:
+    """The tracked frameworks that --framework names (all when none), less any --exclude."""
     tracked = releases.load(args.releases)
-    unknown = [name for name in args.framework if name not in tracked]
+    excluded = getattr(args, "exclude", [])
+    unknown = [name for name in args.framework + excluded if name not in tracked]
     if unknown:
         raise LedgerError(f"{', '.join(unknown)} not in {args.releases}; frameworks there: "
                           f"{', '.join(tracked)}")
-    return {n: t for n, t in tracked.items() if not args.framework or n in args.framework}
+    return {n: t for n, t in tracked.items()
+            if (not args.framework or n in args.framework) and n not in excluded}
 
 
 def cmd_build(args: argparse.Namespace) -> int:
