@@ -307,6 +307,7 @@ def cmd_noise(args: argparse.Namespace) -> int:
 def cmd_repeat(args: argparse.Namespace) -> int:
     if args.runs < 2:
         raise InvalidRequest(f"--runs must be 2 or more (a spread needs two runs), got {args.runs}")
+    check_output_path(args.jsonl, "--jsonl")
     request = require(resolve(
         args.framework, args.model, device=args.device, precision=args.precision,
         mode=args.mode, windows=args.windows, steps=args.steps,

@@ -51,6 +51,7 @@ def test_list_json_names_every_model_and_framework_with_availability():
     (["repeat", "torch", "ncf", "--runs", "1"], ["runs", "2 or more"]),
     (["repeat", "torch", "nosuchmodel"], list(MODELS)),
     (["repeat", "torch", "ncf", "--windows", "0"], ["windows", "positive"]),
+    (["repeat", "torch", "ncf", "--jsonl", "/no/such/folder/r.jsonl"], ["--jsonl", "no folder"]),
 ])
 def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     proc = run(*args)
