@@ -197,7 +197,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     wanted = [args.machine] if args.machine else machines(runs)
     html_dir = None if args.no_html else (args.html_dir or site.default_html_dir())
     links = bool(html_dir) and site.is_asv_site(html_dir)
-    reports = [build_report(runs, m, args.commit, links) for m in wanted]
+    spreads = noise.load(args.noise)
+    reports = [build_report(runs, m, args.commit, links, noise.run_to_run([m], spreads))
+               for m in wanted]
     render = render_report_markdown if args.format == "markdown" else render_report_text
     print("\n".join(render(r) for r in reports))
     if args.markdown:
@@ -212,8 +214,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"(pip install 'fwkernels[report]'): {error}", file=sys.stderr)
             return EXIT_FAILED
         # Every machine gets its page (its latest commit, or --commit for --machine).
-        by_machine = {m: build_report(runs, m, asv_links=links) for m in machines(runs)
-                      if m not in wanted}
+        by_machine = {m: build_report(runs, m, asv_links=links,
+                                      run_to_run=noise.run_to_run([m], spreads))
+                      for m in machines(runs) if m not in wanted}
         by_machine.update({r.machine: r for r in reports})
         pages = html.write_site(list(by_machine.values()), html_dir)
         print(f"HTML: {pages[0]} ({len(pages)} pages; see docs/reports.md to view offline)")
@@ -429,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", metavar="FILE", help="also write the Markdown report to FILE")
     p.add_argument("--html-dir", help="site folder for the HTML pages (default: asv's html_dir)")
     p.add_argument("--no-html", action="store_true", help="print only, write no HTML")
+    _add_noise_argument(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="two environments, machines or commits side by side",

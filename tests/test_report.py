@@ -170,6 +170,22 @@ def test_tflops_and_epoch_tables_use_the_records(runs):
     assert "DERIVED" in epoch.caption
 
 
+def test_table1_conclusions_state_the_machines_run_to_run_spread(runs, tmp_path, capsys):
+    def summary(report):  # Table 1's conclusions, in the section of the published figures
+        return [line for _, tables in report.sections for table in tables
+                for line in table.summary]
+
+    assert any("spread of cpu-fixture is not measured" in line
+               for line in summary(build_report(runs, MACHINE)))
+    assert any("land up to 31% apart" in line
+               for line in summary(build_report(runs, MACHINE, run_to_run=0.31)))
+    noise_file = tmp_path / "noise.toml"
+    noise_file.write_text(f"[machine.{MACHINE}]\nrun_to_run = 0.31\n")
+    assert main(["report", "--results", RESULTS, "--machine", MACHINE, "--no-html",
+                 "--noise", str(noise_file)]) == 0
+    assert "land up to 31% apart" in capsys.readouterr().out
+
+
 def test_ratios_put_the_paper_beside_ours(runs):
     report = build_report(runs, MACHINE)
     ratios = dict(report.sections)["Published figures beside ours (ratios)"][0]

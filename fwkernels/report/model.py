@@ -71,6 +71,7 @@ class Report:
     history: List[Run]  # every run of this machine, for the history charts
     sections: List[Tuple[str, List[Table]]] = field(default_factory=list)
     asv_links: bool = False
+    run_to_run: float = 0.0  # the machine's run-to-run spread (noise.toml); 0: not measured
 
     def outcome(self, row: Row, benchmark: str, model: str, precision: str) -> Outcome:
         if row.run is None:

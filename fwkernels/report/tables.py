@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.models import CONVNET_BENCHMARKS, MODELS, PYTORCH_TABLE1
-from fwkernels.report import noise, published
+from fwkernels.report import published
 from fwkernels.report.model import Outcome, Report, Row, select_report
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (FORWARD_BACKWARD, PEAK_MEMORY_FORWARD, PEAK_MEMORY_TRAIN,
@@ -19,10 +19,12 @@ MIB = 2 ** 20
 
 
 def build_report(runs: List[Run], machine: str, commit: Optional[str] = None,
-                 asv_links: bool = False) -> Report:
+                 asv_links: bool = False, run_to_run: float = 0.0) -> Report:
     """The report of one machine at one commit with its sections; asv_links: cells link to
-    asv's graphs (the report's pages live one folder below asv's published site)."""
+    asv's graphs (the report's pages live one folder below asv's published site); run_to_run:
+    the machine's run-to-run spread (fwkernels.report.noise), 0 where not measured."""
     report = select_report(runs, machine, commit, asv_links)
+    report.run_to_run = run_to_run
     precisions = report.precisions
     for precision in precisions:
         report.sections.append((f"Training throughput ({precision})",
@@ -372,7 +374,7 @@ def table1_conclusions(report: Report, models: List[str], ours: Dict[Tuple[str, 
              f"{paper_distance:.0f}%).",
              _claim_line(models, ours, "default modes (Table 1)"),
              _claim_line(models, ours_best, "best measured modes"),
-             _noise_line(report.machine)]
+             _noise_line(report)]
     for m in models:
         paper_fastest = max(published.PYTORCH_TABLE1_FRAMEWORKS,
                             key=lambda f: published.PYTORCH_TABLE1[f][m].mean
@@ -393,8 +395,8 @@ def table1_conclusions(report: Report, models: List[str], ours: Dict[Tuple[str, 
     return lines
 
 
-def _noise_line(machine: str) -> str:
-    spread = noise.run_to_run([machine], noise.load())
+def _noise_line(report: Report) -> str:
+    machine, spread = report.machine, report.run_to_run
     if not spread:
         return (f"The run-to-run spread of {machine} is not measured (noise.toml): a distance "
                 "is as certain as one run of each figure.")
