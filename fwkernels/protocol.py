@@ -67,29 +67,34 @@ def run_windows(
     target_window_s: float = 1.0,
     check: Optional[Callable[[], None]] = None,
     clock: Callable[[], float] = time.perf_counter,
+    run_steps: Optional[Callable[[int], None]] = None,
 ) -> Timing:
     """Time ``warmup`` steps, then ``windows`` windows of ``steps`` steps, each closed by ``sync``.
 
     ``steps=None`` calibrates the steps per window after the warm-up so that a
     window lasts about ``target_window_s``.  ``check`` runs outside the timed
     windows (after warm-up and after each window), e.g. to raise ``NonFiniteLoss``.
+    ``run_steps(n)``, where given, runs n steps in one call (a framework's own multi-step
+    loop, Keras' ``fit``) in place of n calls of ``step``.
     """
     if windows < 1 or (steps is not None and steps < 1) or warmup < 0:
         raise ValueError("windows and steps must be >= 1 and warmup >= 0")
+    if run_steps is None:
+        def run_steps(count: int) -> None:
+            for _ in range(count):
+                step()
     start = clock()
-    for _ in range(warmup):
-        step()
+    run_steps(warmup)
     sync()
     warmup_s = clock() - start
     if check:
         check()
     if steps is None:
-        steps = calibrate_steps(step, sync, target_window_s, clock)
+        steps = calibrate_steps(lambda: run_steps(1), sync, target_window_s, clock)
     window_s = []
     for _ in range(windows):
         start = clock()
-        for _ in range(steps):
-            step()
+        run_steps(steps)
         sync()
         window_s.append(clock() - start)
         if check:

@@ -47,10 +47,11 @@ def _peak_memory(workload: Workload, baseline_rss: int) -> Dict[str, Any]:
     return {"bytes": peak_rss_bytes() - baseline_rss, "source": "process peak RSS above baseline"}
 
 
-def _timed(workload: Workload, step, request: Dict[str, Any], check=None):
+def _timed(workload: Workload, step, request: Dict[str, Any], check=None, run_steps=None):
     return run_windows(step, workload.sync, windows=request["windows"], steps=request["steps"],
                        warmup=request["warmup"], samples_per_step=request["samples_per_step"],
-                       target_window_s=request["window_seconds"], check=check)
+                       target_window_s=request["window_seconds"], check=check,
+                       run_steps=run_steps)
 
 
 def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Backend, RunConfig]]:
@@ -108,7 +109,7 @@ def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
 
 def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:
     check = finite_loss_check(workload.loss)
-    train = _timed(workload, workload.train_step, request, check)
+    train = _timed(workload, workload.train_step, request, check, workload.train_steps)
     fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
     memory = _peak_memory(workload, baseline_rss)
     start = time.perf_counter()

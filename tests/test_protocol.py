@@ -46,6 +46,22 @@ def test_known_cost_gives_exact_throughput_and_spread():
     assert t.step_time_s == pytest.approx(2.2 / 12)
 
 
+def test_a_multi_step_loop_runs_each_window_in_one_call():
+    """run_steps (Keras' fit) takes the warm-up, the calibration step and each window whole."""
+    dev = FakeDevice([2.0] * 3 + [0.5] + [0.5] * 8)
+    calls = []
+
+    def run_steps(count):
+        calls.append(count)
+        for _ in range(count):
+            dev.step()
+
+    t = run_windows(None, dev.sync, windows=2, steps=None, warmup=3, samples_per_step=1,
+                    target_window_s=2.0, clock=dev.clock, run_steps=run_steps)
+    assert calls == [3, 1, 4, 4]
+    assert t.steps == 4 and t.window_s == pytest.approx([2.0, 2.0])
+
+
 def test_warmup_is_excluded_from_windows():
     slow_warmup = FakeDevice([100.0] * 3 + [1.0] * 6)
     t = run_windows(slow_warmup.step, slow_warmup.sync, windows=2, steps=3, warmup=3,

@@ -57,6 +57,21 @@ def test_the_default_mode_autotunes_and_untuned_keeps_pytorchs_defaults():
     assert ncf.policy_settings()["layout"] == "none"
 
 
+def test_the_default_mode_is_channels_last_for_convnets_at_reduced_precision_on_a_gpu():
+    """docs/fairness.md, *Layout*: NHWC where Tensor Cores take it (tf32, bf16 on CUDA), NCHW at
+    fp32 and on the CPU; "untuned" stays PyTorch as installed (NCHW)."""
+    from fwkernels.frameworks.torch.backend import channels_last
+
+    resnet = RunConfig(model=get_model("resnet50"), batch=2, mode="eager", device="cuda")
+    assert channels_last(replace(resnet, precision="bf16"))
+    assert channels_last(replace(resnet, precision="tf32"))
+    assert not channels_last(replace(resnet, precision="fp32"))
+    assert not channels_last(replace(resnet, precision="bf16", device="cpu"))
+    assert not channels_last(replace(resnet, precision="bf16", mode="untuned"))
+    assert not channels_last(replace(resnet, model=get_model("gnmt_v2"), precision="bf16"))
+    assert channels_last(replace(resnet, mode="channels_last"))
+
+
 def test_loss_curve_prints_the_loss_of_each_step():
     command = [sys.executable, "-m", "fwkernels", "loss-curve"]
     out = subprocess.run(command + ["torch", "ncf", "--batch", "64", "--steps", "3", "--every",

@@ -61,7 +61,7 @@ _FRAMEWORKS = [
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),
                   options=(("backend", "jax"),)),
-    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras", ("eager",),
+    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras", ("eager", "untuned"),
                   options=(("backend", "torch"),)),
     FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras",
                   ("function",), options=(("backend", "tensorflow"),)),

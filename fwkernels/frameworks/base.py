@@ -119,6 +119,12 @@ class Workload(ABC):
     def train_step(self) -> None:
         """Forward, backward and optimizer update on the resident batch (may run async)."""
 
+    def train_steps(self, count: int) -> None:
+        """``count`` training steps: one call of the framework's own multi-step loop where it has
+        one that its guide recommends (Keras' ``fit``), else ``count`` calls of train_step."""
+        for _ in range(count):
+            self.train_step()
+
     @abstractmethod
     def forward_backward(self) -> None:
         """Forward and backward without the optimizer update (convnet-benchmarks' figure)."""
@@ -172,7 +178,13 @@ class Workload(ABC):
 
 
 UNTUNED = "untuned"  # the default mode with the framework's out-of-the-box cuDNN heuristics
-UNTUNED_ON_CPU = f"mode {UNTUNED} differs from the default only in cuDNN autotuning: CUDA only"
+
+
+def untuned_reason(config: RunConfig) -> Optional[str]:
+    """Why mode ``untuned`` cannot run here (it differs from the default only on CUDA), or None."""
+    if config.mode == UNTUNED and config.device != "cuda":
+        return f"mode {UNTUNED} differs from the default only in cuDNN autotuning: CUDA only"
+    return None
 
 
 def policy_fields(config: RunConfig, autotune: bool, setting: str,

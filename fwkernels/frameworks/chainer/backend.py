@@ -106,8 +106,8 @@ class Backend(base.Backend):
     runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
-        if config.mode == base.UNTUNED and config.device != "cuda":
-            return base.UNTUNED_ON_CPU
+        if reason := base.untuned_reason(config):
+            return reason
         if config.precision == "tf32":
             return ("Chainer 7.8.1 and CuPy 7 have no TF32 switch (cuDNN 8 may pick TF32 for "
                     "float32 convolutions, nothing selects it elsewhere); fp32 runs strict float32")

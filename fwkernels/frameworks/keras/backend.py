@@ -7,9 +7,13 @@ in fresh worker processes; Keras cannot switch backends once imported).
 
 What is measured is Keras' own path:
 
-* training: ``model.compile(optimizer=keras.optimizers.SGD(...), loss=..., jit_compile=...)``
-  and ``model.train_on_batch`` on a batch resident on the device.  It returns the
-  loss as a Python float, so every step ends with a host sync (Keras' design).
+* training: ``model.compile(optimizer=keras.optimizers.SGD(...), loss=...,
+  jit_compile=..., steps_per_execution=...)`` and ``model.fit`` over the batch resident on
+  the device, one ``fit`` call per timing window, as Keras' performance guidance has it
+  (``steps_per_execution`` runs several steps per call of the compiled function; the loss is
+  read back once per call, not after every step as ``train_on_batch`` does).  On PyTorch,
+  Keras refuses ``steps_per_execution`` above 1 (its torch trainer raises a ValueError), so
+  there it is 1.
 * forward only: ``model.predict_on_batch``, which returns NumPy arrays (a device
   to host copy of the outputs on GPUs).
 * forward + backward: Keras has no gradients-only call, so the backend's own
@@ -19,7 +23,8 @@ What is measured is Keras' own path:
 
 jit_compile per mode: keras-jax "jit" (XLA), keras-torch "eager" (no
 ``torch.compile``), keras-tensorflow "function" (``tf.function`` without XLA;
-Keras' "auto" would choose XLA on a GPU).
+Keras' "auto" would choose XLA on a GPU).  keras-torch turns cuDNN autotuning on as the PyTorch
+backend does (docs/fairness.md); its mode "untuned" keeps PyTorch's default.
 
 Weight decay differs from PyTorch's by construction: ``keras.optimizers.SGD(
 weight_decay=1e-4)`` decays the weights directly, ``p -= lr * wd * p``, outside the
@@ -40,7 +45,9 @@ from fwkernels.frameworks.base import RunConfig
 from fwkernels.frameworks.keras import runtime as keras_runtime
 from fwkernels.models import ModelSpec
 
-JIT_COMPILE = {"jit": True, "eager": False, "function": False}  # per mode
+JIT_COMPILE = {"jit": True, "eager": False, "function": False, base.UNTUNED: False}  # per mode
+# Training steps per call of Keras' compiled train function; Keras on PyTorch allows only 1.
+STEPS_PER_EXECUTION = {"jax": 32, "tensorflow": 32, "torch": 1}
 
 
 # ---- what differs per Keras backend: a forward-backward pass in the framework's own autodiff ----
@@ -105,6 +112,8 @@ class KerasWorkload(base.Workload):
         self.native.apply_precision(config.precision)
         # keras-torch flushes denormals as the PyTorch backend does (XLA and TensorFlow do anyway)
         self.flush = {"flush_denormal": self.native.flush_denormals()} if backend == "torch" else {}
+        if backend == "torch":
+            self.native.set_conv_autotune(config.mode != base.UNTUNED)
         keras_runtime.set_policy(keras, config.precision)
         keras.utils.set_random_seed(config.seed)
         spec = config.model
@@ -118,7 +127,8 @@ class KerasWorkload(base.Workload):
             self.model.compile(
                 optimizer=keras.optimizers.SGD(config.learning_rate, momentum=base.MOMENTUM,
                                                weight_decay=base.WEIGHT_DECAY),
-                loss=lambda y_true, y_pred: loss_fn(y_pred, y_true), jit_compile=self.jit_compile)
+                loss=lambda y_true, y_pred: loss_fn(y_pred, y_true), jit_compile=self.jit_compile,
+                steps_per_execution=STEPS_PER_EXECUTION[backend])
             inputs, labels = base.synthetic_batch(config, layout="NHWC")
             tensors = [keras.ops.convert_to_tensor(array) for array in inputs]
             self.inputs = tensors[0] if len(tensors) == 1 else tensors
@@ -132,8 +142,25 @@ class KerasWorkload(base.Workload):
         return self.keras.device(self.device_name)
 
     def train_step(self) -> None:
+        self.train_steps(1)
+
+    def train_steps(self, count: int) -> None:
+        """One ``fit`` epoch of ``count`` steps on the resident batch; the loss kept is the
+        epoch's (Keras' running mean over its steps)."""
         with self.on_device():
-            self._loss = self.model.train_on_batch(self.inputs, self.labels)
+            history = self.model.fit(self._batches(count), steps_per_epoch=count, epochs=1,
+                                     shuffle=False, verbose=0)
+        self._loss = history.history["loss"][-1]
+
+    def _batches(self, count: int):
+        """The resident batch ``count`` times, as fit takes it without copying: a tf.data
+        dataset on TensorFlow (a Python generator would pass through the host there), a
+        generator of the device tensors on JAX and PyTorch."""
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            return tf.data.Dataset.from_tensors((self.inputs, self.labels)).repeat(count)
+        return ((self.inputs, self.labels) for _ in range(count))
 
     def forward_backward(self) -> None:
         with self.on_device():
@@ -160,7 +187,8 @@ class KerasWorkload(base.Workload):
         return {"policy": self.config.precision, **self.native.precision_flags(), **self.flush,
                 "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype,
                 "keras_policy": policy.name, "keras_backend": self.keras.backend.backend(),
-                "jit_compile": self.model.jit_compile}
+                "jit_compile": self.model.jit_compile,
+                "training_loop": f"fit, steps_per_execution={self.model.steps_per_execution}"}
 
     def policy_settings(self) -> Dict[str, object]:
         # Keras feeds NHWC (its image_data_format); on PyTorch it transposes around each convolution
@@ -181,6 +209,8 @@ class Backend(base.Backend):
         return f"{self.keras.__version__} ({self.keras_backend} {self.runtime.version()})"
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
+        if reason := base.untuned_reason(config):
+            return reason
         running = self.keras.backend.backend()
         if running != self.keras_backend:
             return (f"Keras was imported with the {running!r} backend in this process; "

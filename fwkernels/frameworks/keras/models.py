@@ -14,6 +14,8 @@ construction:
 * Flatten order: NHWC flattens (H, W, C), NCHW (C, H, W): a permutation of the
   first classifier weights, same layer sizes.
 * BatchNorm uses PyTorch's epsilon 1e-5 and momentum 0.1 (Keras momentum 0.9).
+* Weights start as in the reference implementations (torchvision and PyTorch's layer defaults,
+  docs/models.md, *Initialisation*), not from Keras' Glorot defaults; biases start at zero.
 * LSTMs are the native ``keras.layers.LSTM`` (cuDNN-capable on the TensorFlow
   backend), which carries one bias vector per gate set, PyTorch two: GNMT has
   160,634,433 trainable parameters here (``ModelSpec.expected_params``).
@@ -35,6 +37,21 @@ from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITE
 
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
 BN_MOMENTUM = 0.9  # Keras: momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
+
+# The reference initialisations (docs/models.md, *Initialisation*):
+# PyTorch's Conv2d and Linear default, kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))
+TORCH_DEFAULT = keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform")
+# torchvision's VGG, ResNet and MobileNet convolutions: kaiming_normal(fan_out, relu)
+HE_FAN_OUT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+# The same for a depthwise kernel: Keras shapes it (kh, kw, channels, 1), so its "fan_in"
+# (kh * kw * channels) is PyTorch's fan_out of the (channels, 1, kh, kw) weight
+HE_FAN_OUT_DEPTHWISE = keras.initializers.VarianceScaling(2.0, "fan_in", "untruncated_normal")
+SMALL_NORMAL = keras.initializers.RandomNormal(0.0, 0.01)  # torchvision's VGG/MobileNet classifiers
+EMBEDDING = keras.initializers.RandomNormal(0.0, 1.0)  # PyTorch's nn.Embedding
+
+
+def dense(units: int, init=TORCH_DEFAULT, **kwargs) -> layers.Dense:
+    return layers.Dense(units, kernel_initializer=init, **kwargs)
 
 
 def build(name: str, small: bool = False) -> keras.Model:
@@ -82,11 +99,11 @@ def loss(spec: ModelSpec, logits, labels):
 # ---- building blocks ----
 
 def conv(x, filters: int, kernel: int, stride: int = 1, padding: int = 0, *,
-         use_bias: bool = True, activation: str = "relu"):
+         use_bias: bool = True, activation: str = "relu", init=TORCH_DEFAULT):
     """Conv2D (+ activation) padded exactly like PyTorch's Conv2d(kernel, stride, padding)."""
     x, keras_padding = _pad(x, kernel, stride, padding)
     return layers.Conv2D(filters, kernel, stride, keras_padding, use_bias=use_bias,
-                         activation=activation)(x)
+                         activation=activation, kernel_initializer=init)(x)
 
 
 def max_pool(x, kernel: int, stride: int, padding: int = 0):
@@ -107,16 +124,16 @@ def batch_norm(x):
 
 
 def classifier(x, hidden: Sequence[int], classes: int = 1000, dropout: float = 0.0,
-               dropout_first: bool = False):
+               dropout_first: bool = False, init=TORCH_DEFAULT):
     """Flatten, then Linear-ReLU per hidden width, then the class layer (torchvision's dropouts)."""
     x = layers.Flatten()(x)
     for width in hidden:
         if dropout and dropout_first:  # AlexNet: Dropout, Linear, ReLU
             x = layers.Dropout(dropout)(x)
-        x = layers.Dense(width, activation="relu")(x)
+        x = dense(width, init, activation="relu")(x)
         if dropout and not dropout_first:  # VGG: Linear, ReLU, Dropout
             x = layers.Dropout(dropout)(x)
-    return layers.Dense(classes)(x)
+    return dense(classes, init)(x)
 
 
 def adaptive_avg_pool(x, size: int):
@@ -163,41 +180,46 @@ def alexnet(x):
     return classifier(x, [4096, 4096], dropout=0.5, dropout_first=True)
 
 
-def vgg_features(x, config: Sequence):
+def vgg_features(x, config: Sequence, init=TORCH_DEFAULT):
     for v in config:
-        x = max_pool(x, 2, 2) if v == "M" else conv(x, int(v), 3, 1, 1)
+        x = max_pool(x, 2, 2) if v == "M" else conv(x, int(v), 3, 1, 1, init=init)
     return x
 
 
 def vgg19(x):
-    x = adaptive_avg_pool(vgg_features(x, VGG_19), 7)
-    return classifier(x, [4096, 4096], dropout=0.5)
+    x = adaptive_avg_pool(vgg_features(x, VGG_19, HE_FAN_OUT), 7)
+    return classifier(x, [4096, 4096], dropout=0.5, init=SMALL_NORMAL)
+
+
+def linear_conv(x, filters: int, kernel: int, stride: int = 1, padding: int = 0):
+    """A convolution before batch norm (no bias, no activation), torchvision's He init."""
+    return conv(x, filters, kernel, stride, padding, use_bias=False, activation=None,
+                init=HE_FAN_OUT)
 
 
 def bottleneck(x, width: int, stride: int):
     """ResNet v1.5 bottleneck: the stride is on the 3x3 convolution; no conv biases."""
     shortcut = x
     if stride != 1 or x.shape[-1] != 4 * width:
-        shortcut = batch_norm(conv(x, 4 * width, 1, stride, use_bias=False, activation=None))
-    y = layers.ReLU()(batch_norm(conv(x, width, 1, use_bias=False, activation=None)))
-    y = layers.ReLU()(batch_norm(conv(y, width, 3, stride, 1, use_bias=False, activation=None)))
-    y = batch_norm(conv(y, 4 * width, 1, use_bias=False, activation=None))
+        shortcut = batch_norm(linear_conv(x, 4 * width, 1, stride))
+    y = layers.ReLU()(batch_norm(linear_conv(x, width, 1)))
+    y = layers.ReLU()(batch_norm(linear_conv(y, width, 3, stride, 1)))
+    y = batch_norm(linear_conv(y, 4 * width, 1))
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
 def resnet50(x):
-    x = layers.ReLU()(batch_norm(conv(x, 64, 7, 2, 3, use_bias=False, activation=None)))
+    x = layers.ReLU()(batch_norm(linear_conv(x, 64, 7, 2, 3)))
     x = max_pool(x, 3, 2, 1)
     for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
         for i in range(blocks):
             x = bottleneck(x, width, stride if i == 0 else 1)
     x = layers.GlobalAveragePooling2D()(x)
-    return layers.Dense(1000)(x)
+    return dense(1000)(x)
 
 
 def conv_bn_relu6(x, filters: int, kernel: int, stride: int = 1):
-    x = conv(x, filters, kernel, stride, (kernel - 1) // 2, use_bias=False, activation=None)
-    return layers.ReLU(6.0)(batch_norm(x))
+    return layers.ReLU(6.0)(batch_norm(linear_conv(x, filters, kernel, stride, (kernel - 1) // 2)))
 
 
 def inverted_residual(x, channels: int, stride: int, expand: int):
@@ -205,9 +227,10 @@ def inverted_residual(x, channels: int, stride: int, expand: int):
     if expand != 1:
         y = conv_bn_relu6(y, x.shape[-1] * expand, 1)
     y, keras_padding = _pad(y, 3, stride, 1)
-    y = layers.DepthwiseConv2D(3, stride, keras_padding, use_bias=False)(y)
+    y = layers.DepthwiseConv2D(3, stride, keras_padding, use_bias=False,
+                               depthwise_initializer=HE_FAN_OUT_DEPTHWISE)(y)
     y = layers.ReLU(6.0)(batch_norm(y))
-    y = batch_norm(conv(y, channels, 1, use_bias=False, activation=None))
+    y = batch_norm(linear_conv(y, channels, 1))
     return layers.Add()([x, y]) if stride == 1 and x.shape[-1] == channels else y
 
 
@@ -222,7 +245,7 @@ def mobilenet_v2(x):
         for i in range(repeats):
             x = inverted_residual(x, channels, stride if i == 0 else 1, expand)
     x = layers.GlobalAveragePooling2D()(conv_bn_relu6(x, 1280, 1))
-    return layers.Dense(1000)(layers.Dropout(0.2)(x))
+    return dense(1000, SMALL_NORMAL)(layers.Dropout(0.2)(x))
 
 
 # ---- convnet-benchmarks (no dropout, as benchmarked there) ----
@@ -260,7 +283,7 @@ def googlenet(x):
     for block in GOOGLENET_BLOCKS:
         x = max_pool(x, 3, 2, 1) if block == "M" else inception(x, *block)
     x = layers.Flatten()(layers.AveragePooling2D(7, 1)(x))
-    return layers.Dense(1000)(x)
+    return dense(1000)(x)
 
 
 _IMAGE_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet50": resnet50,
@@ -270,17 +293,20 @@ _IMAGE_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet50": resnet50,
 
 # ---- NCF (NeuMF) ----
 
+def embedding(count: int, size: int) -> layers.Embedding:
+    return layers.Embedding(count, size, embeddings_initializer=EMBEDDING)
+
+
 def ncf(users: int = NCF_USERS, items: int = NCF_ITEMS, mf_dim: int = 64,
         mlp_sizes: Sequence[int] = (256, 256, 128, 64)) -> keras.Model:
     user = keras.Input((), dtype="int32", name="user")
     item = keras.Input((), dtype="int32", name="item")
-    mf = layers.Multiply()([layers.Embedding(users, mf_dim)(user),
-                            layers.Embedding(items, mf_dim)(item)])
-    mlp = layers.Concatenate()([layers.Embedding(users, mlp_sizes[0] // 2)(user),
-                                layers.Embedding(items, mlp_sizes[0] // 2)(item)])
+    mf = layers.Multiply()([embedding(users, mf_dim)(user), embedding(items, mf_dim)(item)])
+    mlp = layers.Concatenate()([embedding(users, mlp_sizes[0] // 2)(user),
+                                embedding(items, mlp_sizes[0] // 2)(item)])
     for width in mlp_sizes[1:]:
-        mlp = layers.Dense(width, activation="relu")(mlp)
-    logits = layers.Dense(1)(layers.Concatenate()([mf, mlp]))
+        mlp = dense(width, activation="relu")(mlp)
+    logits = dense(1)(layers.Concatenate()([mf, mlp]))
     return keras.Model([user, item], ops.squeeze(logits, -1), name="ncf")
 
 
@@ -292,8 +318,8 @@ class NormalizedBahdanauAttention(layers.Layer):
     def __init__(self, units: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.units = units
-        self.linear_q = layers.Dense(units, use_bias=False)
-        self.linear_k = layers.Dense(units, use_bias=False)
+        self.linear_q = dense(units, use_bias=False)
+        self.linear_k = dense(units, use_bias=False)
 
     def build(self, query_shape, keys_shape) -> None:
         self.linear_q.build(query_shape)
@@ -319,22 +345,26 @@ class NormalizedBahdanauAttention(layers.Layer):
 
 
 def lstm(units: int = GNMT_HIDDEN) -> layers.LSTM:
-    """The native LSTM with its cuDNN-compatible defaults (tanh, sigmoid, no recurrent dropout)."""
-    return layers.LSTM(units, return_sequences=True)
+    """The native LSTM with its cuDNN-compatible defaults (tanh, sigmoid, no recurrent dropout),
+    every weight U(+-1/sqrt(units)) as PyTorch's nn.LSTM (not Keras' orthogonal recurrent
+    kernels and forget-gate bias of 1)."""
+    init = keras.initializers.RandomUniform(-units ** -0.5, units ** -0.5)
+    return layers.LSTM(units, return_sequences=True, kernel_initializer=init,
+                       recurrent_initializer=init, bias_initializer=init, unit_forget_bias=False)
 
 
 def gnmt_v2(vocab: int = GNMT_VOCAB, hidden: int = GNMT_HIDDEN) -> keras.Model:
     src = keras.Input((None,), dtype="int32", name="src")
     tgt = keras.Input((None,), dtype="int32", name="tgt")
-    embedding = layers.Embedding(vocab, hidden)  # shared by source and target
-    x = layers.Bidirectional(lstm(hidden))(embedding(src))
+    shared = embedding(vocab, hidden)  # shared by source and target
+    x = layers.Bidirectional(lstm(hidden))(shared(src))
     x = lstm(hidden)(x)
     for _ in range(2):  # residual connections from the third encoder layer on
         x = layers.Add()([lstm(hidden)(x), x])
     keys = x
-    y = lstm(hidden)(embedding(tgt))
+    y = lstm(hidden)(shared(tgt))
     context = NormalizedBahdanauAttention(hidden)(y, keys)
     for i in range(3):
         out = lstm(hidden)(layers.Concatenate()([y, context]))
         y = layers.Add()([out, y]) if i >= 1 else out  # decoder layers 3 and 4 are residual
-    return keras.Model([src, tgt], layers.Dense(vocab)(y), name="gnmt_v2")
+    return keras.Model([src, tgt], dense(vocab)(y), name="gnmt_v2")

@@ -126,8 +126,8 @@ class Backend(base.Backend):
     runtime = runtime
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
-        if config.mode == base.UNTUNED and config.device != "cuda":
-            return base.UNTUNED_ON_CPU
+        if reason := base.untuned_reason(config):
+            return reason
         if config.precision == "bf16" and config.device == "cpu":
             return ("paddle.amp.auto_cast takes effect only on CUDA, XPU and custom devices; "
                     "on CPU it leaves float32 (Paddle warns 'it makes no effect')")

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from fwkernels.frameworks import base
+from fwkernels.frameworks import base, get_framework
 from fwkernels.frameworks.base import LABEL_SMOOTHING, RunConfig
 from fwkernels.frameworks.torch import runtime
 from fwkernels.frameworks.torch.models import TORCHVISION_MODELS, build as build_module
@@ -64,21 +64,30 @@ def conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _paddi
     return forward * (bool(output_mask[0]) + bool(output_mask[1]))
 
 
+def channels_last(config: RunConfig) -> bool:
+    """Whether the image tensors and the model use the channels-last memory format: in the
+    channels-last modes, and in the default mode for a convolutional network at tf32 or bf16 on
+    a GPU, where Tensor Cores take NHWC (docs/fairness.md, *Layout*)."""
+    if "image" not in config.model.inputs:
+        return False
+    reduced_on_gpu = config.device == "cuda" and config.precision in ("tf32", "bf16")
+    default = config.mode == get_framework("torch").default_mode
+    return config.mode in CHANNELS_LAST_MODES or (default and reduced_on_gpu)
+
+
 class TorchWorkload(base.Workload):
     def __init__(self, config: RunConfig) -> None:
         torch.manual_seed(config.seed)
         self.config = config
         self.device = torch.device(config.device)
         runtime.apply_precision(config.precision)
-        # cuDNN times its convolution algorithms for these fixed shapes during the warm-up
-        # (docs/fairness.md); "untuned" keeps PyTorch's out-of-the-box heuristics.
-        torch.backends.cudnn.benchmark = config.mode != base.UNTUNED
+        runtime.set_conv_autotune(config.mode != base.UNTUNED)
         self.flush_denormal = runtime.flush_denormals()
         module = build_module(config.model.name).to(self.device)
         self.params = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self.inputs, self.labels = base.synthetic_batch(
             config, source=TorchSource(config.seed), convert=lambda t: t.to(self.device))
-        self.channels_last = config.mode in CHANNELS_LAST_MODES and "image" in config.model.inputs
+        self.channels_last = channels_last(config)
         if self.channels_last:
             module = module.to(memory_format=torch.channels_last)
             self.inputs = tuple(t.contiguous(memory_format=torch.channels_last) for t in self.inputs)
@@ -179,8 +188,8 @@ class Backend(base.Backend):
         missing = torchvision_missing() if config.model.name in TORCHVISION_MODELS else None
         if missing:
             return missing
-        if config.mode == base.UNTUNED and config.device != "cuda":
-            return base.UNTUNED_ON_CPU
+        if reason := base.untuned_reason(config):
+            return reason
         if config.mode in CUDA_GRAPH_MODES and config.device != "cuda":
             return "CUDA graphs need a CUDA device"
         if config.mode == "channels_last" and "image" not in config.model.inputs:

@@ -59,6 +59,12 @@ def precision_flags() -> Dict[str, object]:
     return {"tf32_enabled": base.tf32_state(states), **flags}
 
 
+def set_conv_autotune(on: bool) -> None:
+    """cuDNN times its convolution algorithms for fixed shapes during the warm-up (the fairness
+    policy, docs/fairness.md); off is PyTorch's out-of-the-box heuristic choice."""
+    torch.backends.cudnn.benchmark = on
+
+
 def conv_autotune() -> Tuple[bool, str]:
     """Whether cuDNN times its convolution algorithms (``cudnn.benchmark``; off by default)."""
     on = torch.backends.cudnn.benchmark
