@@ -3,7 +3,8 @@ normalisation and elementwise work, the optimizer, layout copies.  The suite's o
 model, batch, precision and mode) runs WARMUP steps, then STEPS steps under torch.profiler; each
 kernel's own device time (CPU: each operator's own time) is summed by kind and printed per step
 beside the step's time without the profiler, as JSON.  ``bound_samples_per_s`` is the rate if the
-step did nothing but its convolutions and matrix products at their measured speed.
+step did nothing but its convolutions and matrix products at their measured speed;
+``other_largest`` names the largest kernels no pattern matched.
 
     python experiments/step_kernel_time.py --device cuda --precision bf16 --mode compile \
         --model resnet50 --batch 256 --steps 10
@@ -24,12 +25,16 @@ from fwkernels.frameworks.base import RunConfig
 from fwkernels.models import get_model
 
 # Kernel and operator names by kind, the first pattern that matches wins (cuDNN's kernels are
-# named after their algorithm: xmma/implicit_gemm, fprop/dgrad/wgrad; Inductor's are triton_*).
+# named after their algorithm: xmma/implicit_gemm, fprop/dgrad/wgrad; cuBLAS's Hopper GEMMs are
+# nvjet_*, which also run 1x1 convolutions as matrix products). Inductor's kernels,
+# triton_*, are named after the operators they fuse, "convolution_backward" among them, but
+# the convolutions themselves stay cuDNN's: they are normalisation and elementwise work.
 KINDS: Tuple[Tuple[str, str], ...] = (
     ("layout copy", r"nchwToNhwc|nhwcToNchw|transpose|copy_|contiguous"),
     ("optimizer", r"sgd|multi_tensor|foreach|fused_sgd"),
+    ("normalisation, elementwise", r"^triton_"),
     ("convolution", r"conv|xmma|implicit_gemm|fprop|dgrad|wgrad|winograd|cudnn"),
-    ("matrix product", r"gemm|cublas|cutlass|addmm|\bmm\b|matmul|linear"),
+    ("matrix product", r"gemm|cublas|nvjet|cutlass|addmm|\bmm\b|matmul|linear"),
     ("normalisation, elementwise", r"triton|batch_norm|bn_|elementwise|relu|add|mul|pool|"
                                    r"reduce|softmax|cross_entropy|nll|log_softmax"),
 )
@@ -41,9 +46,9 @@ def kind_of(name: str) -> str:
     return next((kind for kind, pattern in KINDS if re.search(pattern, lowered)), "other")
 
 
-def time_by_kind(events: Iterable, device: str) -> Dict[str, float]:
-    """Seconds of own time per kind: CUDA kernels on a GPU, aten operators on the CPU."""
-    totals: Dict[str, float] = {}
+def own_times(events: Iterable, device: str) -> Dict[str, float]:
+    """Seconds of own time per kernel (GPU) or aten operator (CPU) name."""
+    times: Dict[str, float] = {}
     for event in events:
         if device == "cuda":
             seconds = event.self_device_time_total / 1e6
@@ -52,8 +57,14 @@ def time_by_kind(events: Iterable, device: str) -> Dict[str, float]:
         else:
             continue
         if seconds > 0:
-            kind = kind_of(event.key)
-            totals[kind] = totals.get(kind, 0.0) + seconds
+            times[event.key] = times.get(event.key, 0.0) + seconds
+    return times
+
+
+def time_by_kind(times: Dict[str, float]) -> Dict[str, float]:
+    totals: Dict[str, float] = {}
+    for name, seconds in times.items():
+        totals[kind_of(name)] = totals.get(kind_of(name), 0.0) + seconds
     return totals
 
 
@@ -86,8 +97,10 @@ def main() -> None:
         for _ in range(args.steps):
             workload.train_step()
         workload.sync()
-    per_step = {kind: seconds / args.steps
-                for kind, seconds in time_by_kind(profiler.key_averages(), args.device).items()}
+    times = own_times(profiler.key_averages(), args.device)
+    per_step = {kind: seconds / args.steps for kind, seconds in time_by_kind(times).items()}
+    unmatched = sorted((name for name in times if kind_of(name) == "other"),
+                       key=lambda name: -times[name])[:5]
     compute_s = sum(per_step.get(kind, 0.0) for kind in COMPUTE_KINDS)
     print(json.dumps({
         "model": args.model, "device": args.device, "precision": args.precision,
@@ -95,6 +108,7 @@ def main() -> None:
         "step_s": step_s, "samples_per_s": batch / step_s,
         "kernel_s_per_step": dict(sorted(per_step.items(), key=lambda kv: -kv[1])),
         "kernel_s_total": sum(per_step.values()),
+        "other_largest": {name[:120]: times[name] / args.steps for name in unmatched},
         "bound_samples_per_s": batch / compute_s if compute_s else None}))
 
 
