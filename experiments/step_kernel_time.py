@@ -26,7 +26,7 @@ from fwkernels.models import get_model
 
 # Kernel and operator names by kind, the first pattern that matches wins (cuDNN's kernels are
 # named after their algorithm: xmma/implicit_gemm, fprop/dgrad/wgrad; cuBLAS's Hopper GEMMs are
-# nvjet_*, which also run 1x1 convolutions as matrix products). Inductor's kernels,
+# nvjet_*). Inductor's kernels,
 # triton_*, are named after the operators they fuse, "convolution_backward" among them, but
 # the convolutions themselves stay cuDNN's: they are normalisation and elementwise work.
 KINDS: Tuple[Tuple[str, str], ...] = (
