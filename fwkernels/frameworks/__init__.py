@@ -33,6 +33,9 @@ class FrameworkInfo:
     modes: Tuple[str, ...]
     tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
+    # runs in a Python of its own (CNTK: 3.6), not importable here: the folder's interpreter
+    # module says whether that Python and the framework are there
+    own_python: bool = False
 
     @property
     def default_mode(self) -> str:
@@ -57,7 +60,7 @@ _FRAMEWORKS = [
     FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static", "untuned"),
                   tuned_modes=("static",)),
     FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run", "untuned")),
-    FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",)),
+    FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",), own_python=True),
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),
                   options=(("backend", "jax"),)),
@@ -83,6 +86,8 @@ def unavailable_reason(name: str) -> Optional[str]:
     info = get_framework(name)
     if importlib.util.find_spec(f"{__name__}.{info.folder}") is None:
         return "no backend in this fwkernels version"
+    if info.own_python:
+        return importlib.import_module(f"{__name__}.{info.folder}.interpreter").missing_reason()
     if importlib.util.find_spec(info.package) is None:
         return f"{info.package} is not installed in this environment"
     keras_backend = dict(info.options).get("backend")  # its name is its package's import name
