@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.frameworks.base import Backend, Workload  # noqa: F401 (public API)
@@ -87,13 +88,19 @@ def unavailable_reason(name: str) -> Optional[str]:
     if importlib.util.find_spec(f"{__name__}.{info.folder}") is None:
         return "no backend in this fwkernels version"
     if info.own_python:
-        return importlib.import_module(f"{__name__}.{info.folder}.interpreter").missing_reason()
+        return own_interpreter(info).missing_reason()
     if importlib.util.find_spec(info.package) is None:
         return f"{info.package} is not installed in this environment"
     keras_backend = dict(info.options).get("backend")  # its name is its package's import name
     if keras_backend and importlib.util.find_spec(keras_backend) is None:
         return f"{keras_backend} (the Keras backend) is not installed in this environment"
     return None
+
+
+def own_interpreter(info: FrameworkInfo) -> ModuleType:
+    """The interpreter module of a framework with a Python of its own (``own_python``): its
+    ``missing_reason()`` and ``installed_version()``, read from files."""
+    return importlib.import_module(f"{__name__}.{info.folder}.interpreter")
 
 
 def load_backend(name: str) -> Backend:

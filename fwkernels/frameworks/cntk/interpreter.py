@@ -28,6 +28,18 @@ def environment_root() -> str:
     return os.path.dirname(os.path.dirname(python()))
 
 
+def installed_version() -> Optional[str]:
+    """cntk's distribution version in the CNTK environment, from its metadata (2.7.post2; the
+    dist-info folder is named cntk-2.7)."""
+    for path in glob.glob(os.path.join(environment_root(), "lib", "python3.6", "site-packages",
+                                       "cntk-*.dist-info", "METADATA")):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    return None
+
+
 def missing_reason() -> Optional[str]:
     """Why CNTK cannot run here, in one line, or None (looks at files only: cheap)."""
     interpreter, named = python(), VARIABLE in os.environ
