@@ -11,7 +11,7 @@ site and lint sessions own, with FWKERNELS_TEST_FRAMEWORKS set, so the generic t
 """
 import fcntl
 import os
-from typing import Sequence
+from typing import Dict, Sequence
 
 import nox
 
@@ -47,6 +47,8 @@ FRAMEWORK_ENVIRONMENTS = {
     # what chainer==7.8.1 (NO_BUILD_ISOLATION) builds and runs with
     "chainer": (["chainer"], ["numpy==1.23.5", "setuptools<74", "wheel"]),
     "paddle": (["paddle"], ["paddlepaddle==3.3.1"]),
+    # fwkernels' side of the CNTK backend; CNTK itself runs on Python 3.6 (cntk_environment)
+    "cntk": (["cntk"], ["numpy==2.4.6"]),
     "keras-jax": (["keras-jax"], ["keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"]),
     "keras-torch": (["keras-torch"], ["keras==3.15.1", "torch==2.13.0"]),  # the CPU build
     "keras-tensorflow": (["keras-tensorflow"], ["keras==3.15.1", "tensorflow-cpu==2.21.0"]),
@@ -54,6 +56,17 @@ FRAMEWORK_ENVIRONMENTS = {
 # session name -> source distributions built against its requirements (no build isolation):
 # Chainer 7.8.1 is an sdist whose setup.py needs setuptools < 74 and wheel (releases.toml)
 NO_BUILD_ISOLATION = {"chainer": ["chainer==7.8.1"]}
+
+
+def cntk_environment(session: nox.Session) -> Dict[str, str]:
+    """CNTK 2.7's Python 3.6 environment (scripts/cntk-env.sh), inside the session's folder."""
+    folder = os.path.join(session.virtualenv.location, "cntk-2.7")
+    session.run("bash", "scripts/cntk-env.sh", folder, external=True)
+    return {"FWKERNELS_CNTK_PYTHON": os.path.join(folder, "bin", "python")}
+
+
+# session name -> what it installs besides its pip requirements, and the variables that find it
+EXTRA_ENVIRONMENT = {"cntk": cntk_environment}
 
 
 @nox.session(python=PYTHON)
@@ -117,9 +130,10 @@ def _framework_session(name: str, frameworks: list, requirements: list) -> None:
     def run(session: nox.Session) -> None:
         install(session, "-e", ".[test]", *requirements,
                 no_build_isolation=NO_BUILD_ISOLATION.get(name, ()))
+        extra = EXTRA_ENVIRONMENT[name](session) if name in EXTRA_ENVIRONMENT else {}
         ignored = [f"--ignore={path}" for path in OWN_SESSION_TESTS]
         session.run("pytest", "-q", *ignored, *session.posargs,
-                    env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks)})
+                    env={"FWKERNELS_TEST_FRAMEWORKS": ",".join(frameworks), **extra})
 
     run.__doc__ = f"Tests of {', '.join(frameworks)} in their own environment."
 

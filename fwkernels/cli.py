@@ -17,7 +17,7 @@ import time
 from typing import Any, Dict, List, Mapping, Optional
 
 from fwkernels import record, sweep
-from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
+from fwkernels.frameworks import FRAMEWORKS, FrameworkInfo, own_interpreter, unavailable_reason
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
 from fwkernels.ledger.releases import LedgerError, RegistryUnavailable
 from fwkernels.models import MODELS
@@ -42,17 +42,20 @@ def list_entries() -> Dict[str, List[Dict[str, Any]]]:
         frameworks.append({"name": info.name, "title": info.title, "modes": list(info.modes),
                            "available": reason is None, "reason": reason,
                            "package": info.package,
-                           "version": None if reason else _installed_version(info.package)})
+                           "version": None if reason else _installed_version(info)})
     models = [{"name": m.name, "title": m.title, "source": m.source, "task": m.task,
                "unit": m.unit, "params": m.params, "batch_gpu": m.batch_gpu,
                "batch_cpu": m.batch_cpu} for m in MODELS.values()]
     return {"models": models, "frameworks": frameworks}
 
 
-def _installed_version(package: str) -> Optional[str]:
+def _installed_version(info: FrameworkInfo) -> Optional[str]:
     """The installed distribution's version, read without importing the framework."""
     from importlib import metadata
 
+    if info.own_python:
+        return own_interpreter(info).installed_version()
+    package = info.package
     for dist in (package, {"paddle": "paddlepaddle"}.get(package, package), f"{package}-cpu"):
         try:
             return metadata.version(dist)

@@ -73,7 +73,7 @@ GNMT_SEQ_LEN = 50  # MLPerf GNMT max sequence length; synthetic batches use it f
 NCF_USERS = 138493  # MovieLens-20M
 NCF_ITEMS = 26744
 
-# LSTMs with one bias vector per gate set (Keras/TF, Flax) instead of two:
+# LSTMs with one bias vector per gate set (Keras/TF, Flax, CNTK) instead of two:
 # 9 LSTM direction-layers (5 encoder, 4 decoder) x 4 gates x 1024 fewer.
 _ONE_BIAS_LSTM = (
     160_671_297 - 9 * 4 * GNMT_HIDDEN,
@@ -232,7 +232,7 @@ _MODELS = [
         num_classes=GNMT_VOCAB,
         params_by_framework={"tensorflow": _ONE_BIAS_LSTM, "jax": _ONE_BIAS_LSTM,
                              "keras-jax": _ONE_BIAS_LSTM, "keras-torch": _ONE_BIAS_LSTM,
-                             "keras-tensorflow": _ONE_BIAS_LSTM},
+                             "keras-tensorflow": _ONE_BIAS_LSTM, "cntk": _ONE_BIAS_LSTM},
     ),
     ModelSpec(
         name="ncf", title="NCF (NeuMF)", source=_TABLE1, task="recommendation",

@@ -43,7 +43,7 @@ def peak_rss_bytes() -> int:
 def _peak_memory(workload: Workload, baseline_rss: int) -> Dict[str, Any]:
     device_peak = workload.peak_memory_bytes()
     if device_peak is not None:
-        return {"bytes": device_peak, "source": "device allocator peak"}
+        return {"bytes": device_peak, "source": workload.peak_memory_source}
     return {"bytes": peak_rss_bytes() - baseline_rss, "source": "process peak RSS above baseline"}
 
 
@@ -67,8 +67,10 @@ def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Back
     device = request["device"]
     if not backend.device_available(device):
         usable = [d for d in DEVICES if backend.device_available(d)]
+        why = backend.device_unavailable_reason(device)
         out.update(status="invalid", error=f"device {device!r} is not available to "
-                   f"{backend.name} here; available devices: {', '.join(usable)}")
+                   f"{backend.name} here{f' ({why})' if why else ''}; "
+                   f"available devices: {', '.join(usable)}")
         return None
     out.update(backend.runtime_info(device))
     config = RunConfig(model=get_model(request["model"]), batch=request["batch"], device=device,

@@ -27,7 +27,8 @@ from typing import Dict, List
 # Minutes each session took in two lanes on the 2-core machine (`CI=true bash .ci/run`,
 # 2026-12-01, each session printing its time): only to balance the lanes.
 MINUTES = {"keras-tensorflow": 12, "jax": 12, "keras-jax": 11, "tensorflow": 10, "keras-torch": 9,
-           "chainer": 8, "torch": 8, "paddle": 7, "mxnet": 6, "lint": 4, "site": 2, "ledger": 1}
+           "chainer": 8, "torch": 8, "paddle": 7, "mxnet": 6, "lint": 4, "site": 2, "ledger": 1,
+           "cntk": 10}  # cntk: `scripts/test -s cntk` alone, 2026-12-02, the machine shared
 PASSIVE_WAIT = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "GOMP_SPINCOUNT": "0"}
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.frameworks.base import Backend, Workload  # noqa: F401 (public API)
@@ -33,6 +34,9 @@ class FrameworkInfo:
     modes: Tuple[str, ...]
     tuned_modes: Tuple[str, ...] = ()  # the compiled modes that FWKERNELS_MODES=tuned adds
     options: Tuple[Tuple[str, str], ...] = ()  # passed to the backend (e.g. the Keras backend)
+    # runs in a Python of its own (CNTK: 3.6), not importable here: the folder's interpreter
+    # module says whether that Python and the framework are there
+    own_python: bool = False
 
     @property
     def default_mode(self) -> str:
@@ -57,7 +61,7 @@ _FRAMEWORKS = [
     FrameworkInfo("paddle", "PaddlePaddle", "paddle", "paddle", ("dynamic", "static", "untuned"),
                   tuned_modes=("static",)),
     FrameworkInfo("chainer", "Chainer", "chainer", "chainer", ("define_by_run", "untuned")),
-    FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",)),
+    FrameworkInfo("cntk", "CNTK", "cntk", "cntk", ("graph",), own_python=True),
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),
                   options=(("backend", "jax"),)),
@@ -83,12 +87,20 @@ def unavailable_reason(name: str) -> Optional[str]:
     info = get_framework(name)
     if importlib.util.find_spec(f"{__name__}.{info.folder}") is None:
         return "no backend in this fwkernels version"
+    if info.own_python:
+        return own_interpreter(info).missing_reason()
     if importlib.util.find_spec(info.package) is None:
         return f"{info.package} is not installed in this environment"
     keras_backend = dict(info.options).get("backend")  # its name is its package's import name
     if keras_backend and importlib.util.find_spec(keras_backend) is None:
         return f"{keras_backend} (the Keras backend) is not installed in this environment"
     return None
+
+
+def own_interpreter(info: FrameworkInfo) -> ModuleType:
+    """The interpreter module of a framework with a Python of its own (``own_python``): its
+    ``missing_reason()`` and ``installed_version()``, read from files."""
+    return importlib.import_module(f"{__name__}.{info.folder}.interpreter")
 
 
 def load_backend(name: str) -> Backend:

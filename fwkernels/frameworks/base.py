@@ -114,6 +114,7 @@ class Workload(ABC):
     """A built model, optimizer (SGD, momentum 0.9, weight decay 1e-4) and resident batch."""
 
     params: int  # trainable parameters of the built model
+    peak_memory_source = "device allocator peak"  # what peak_memory_bytes measures, when not None
 
     @abstractmethod
     def train_step(self) -> None:
@@ -232,6 +233,11 @@ class Backend(ABC):
 
     def unsupported_reason(self, config: RunConfig) -> Optional[str]:
         """Why this framework cannot run ``config`` (an N/A with its reason), or None."""
+        return None
+
+    def device_unavailable_reason(self, device: str) -> Optional[str]:
+        """Why ``device`` can never run this framework here, where the framework knows (said
+        with the "not available" usage error), or None."""
         return None
 
     def runtime_info(self, device: str) -> Dict[str, Optional[str]]:
