@@ -40,18 +40,17 @@ def install(session: nox.Session, *args: str, no_build_isolation: Sequence[str] 
 
 # session name -> (frameworks it tests, pip requirements)
 FRAMEWORK_ENVIRONMENTS = {
-    "torch": (["torch"], ["torch==2.14.1", "torchvision==0.29.1"]),
-    "jax": (["jax"], ["jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8", "optax==0.2.8"]),
-    "tensorflow": (["tensorflow"], ["tensorflow-cpu==2.21.0"]),
+    # Keras 3 is tested in the session of the framework it runs on: one environment, one install
+    "torch": (["torch", "keras-torch"], ["torch==2.14.1", "torchvision==0.29.1", "keras==3.15.1"]),
+    "jax": (["jax", "keras-jax"],
+            ["jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8", "optax==0.2.8", "keras==3.15.1"]),
+    "tensorflow": (["tensorflow", "keras-tensorflow"], ["tensorflow-cpu==2.21.0", "keras==3.15.1"]),
     "mxnet": (["mxnet"], ["mxnet==1.9.1", "numpy==1.23.5"]),  # numpy >= 1.24 breaks mxnet
     # what chainer==7.8.1 (NO_BUILD_ISOLATION) builds and runs with
     "chainer": (["chainer"], ["numpy==1.23.5", "setuptools<74", "wheel"]),
     "paddle": (["paddle"], ["paddlepaddle==3.3.1"]),
     # fwkernels' side of the CNTK backend; CNTK itself runs on Python 3.6 (cntk_environment)
     "cntk": (["cntk"], ["numpy==2.4.6"]),
-    "keras-jax": (["keras-jax"], ["keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"]),
-    "keras-torch": (["keras-torch"], ["keras==3.15.1", "torch==2.13.0"]),  # the CPU build
-    "keras-tensorflow": (["keras-tensorflow"], ["keras==3.15.1", "tensorflow-cpu==2.21.0"]),
 }
 # session name -> source distributions built against its requirements (no build isolation):
 # Chainer 7.8.1 is an sdist whose setup.py needs setuptools < 74 and wheel (releases.toml)
