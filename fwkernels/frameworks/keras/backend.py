@@ -159,7 +159,9 @@ class KerasWorkload(base.Workload):
         if self.backend == "tensorflow":
             import tensorflow as tf
 
-            return tf.data.Dataset.from_tensors((self.inputs, self.labels)).repeat(count)
+            # tf.data stacks a Python list into one tensor: several inputs go as a tuple
+            inputs = tuple(self.inputs) if isinstance(self.inputs, list) else self.inputs
+            return tf.data.Dataset.from_tensors((inputs, self.labels)).repeat(count)
         return ((self.inputs, self.labels) for _ in range(count))
 
     def forward_backward(self) -> None:
