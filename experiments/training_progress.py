@@ -4,7 +4,7 @@
 
 Builds each model exactly as the training test does (its batch, learning rate, steps, the
 framework's default mode, all usable cores), trains it on the fixed batch and prints one JSON
-line per model: the first loss, the mean of the last LAST_STEPS, whether the test's assertion
+line per model: the first loss, the mean and median of the last LAST_STEPS, whether the test's assertion
 holds, every loss, the thread count and the instruction-set variables in effect
 (MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA, XLA_FLAGS). Run it under `taskset -c 0` or with
 those variables set lower to check the assertion across thread counts and instruction sets
@@ -24,7 +24,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from fwkernels.frameworks import FRAMEWORKS, load_backend, unavailable_reason  # noqa: E402
 from fwkernels.frameworks.base import RunConfig  # noqa: E402
 from fwkernels.models import MODELS, get_model  # noqa: E402
-from test_models import LAST_STEPS, LR_SCALE, TRAIN_BATCH, TRAIN_STEPS  # noqa: E402
+from test_models import (LAST_STEPS, LR_SCALE, TRAIN_BATCH, TRAIN_STEPS,  # noqa: E402
+                         recent_loss)
 
 ISA_VARIABLES = ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "XLA_FLAGS")
 
@@ -56,10 +57,11 @@ def main() -> int:
         for _ in range(TRAIN_STEPS):
             workload.train_step()
             losses.append(workload.loss())
-        last = statistics.fmean(losses[-LAST_STEPS:])
         print(json.dumps({
             "framework": args.framework, "model": name, "label": args.label, "threads": threads,
-            "batch": config.batch, "first": losses[0], "last_mean": last, "holds": last < losses[0],
+            "batch": config.batch, "first": losses[0],
+            "last_mean": statistics.fmean(losses[-LAST_STEPS:]), "last_median": recent_loss(losses),
+            "holds": recent_loss(losses) < losses[0],
             "losses": losses, "isa": {v: os.environ[v] for v in ISA_VARIABLES if v in os.environ},
         }), flush=True)
     return 0
