@@ -147,6 +147,8 @@ class KerasWorkload(base.Workload):
     def train_steps(self, count: int) -> None:
         """One ``fit`` epoch of ``count`` steps on the resident batch; the loss kept is the
         epoch's (Keras' running mean over its steps)."""
+        if count == 0:  # fit reads steps_per_epoch=0 as "until the data runs out"
+            return
         with self.on_device():
             history = self.model.fit(self._batches(count), steps_per_epoch=count, epochs=1,
                                      shuffle=False, verbose=0)
