@@ -64,7 +64,8 @@ def own_times(events: Iterable, device: str) -> Dict[str, float]:
 def time_by_kind(times: Dict[str, float]) -> Dict[str, float]:
     totals: Dict[str, float] = {}
     for name, seconds in times.items():
-        totals[kind_of(name)] = totals.get(kind_of(name), 0.0) + seconds
+        kind = kind_of(name)
+        totals[kind] = totals.get(kind, 0.0) + seconds
     return totals
 
 

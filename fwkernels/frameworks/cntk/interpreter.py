@@ -28,11 +28,14 @@ def environment_root() -> str:
     return os.path.dirname(os.path.dirname(python()))
 
 
+def site_packages() -> str:
+    return os.path.join(environment_root(), "lib", "python3.6", "site-packages")
+
+
 def installed_version() -> Optional[str]:
     """cntk's distribution version in the CNTK environment, from its metadata (2.7.post2; the
     dist-info folder is named cntk-2.7)."""
-    for path in glob.glob(os.path.join(environment_root(), "lib", "python3.6", "site-packages",
-                                       "cntk-*.dist-info", "METADATA")):
+    for path in glob.glob(os.path.join(site_packages(), "cntk-*.dist-info", "METADATA")):
         with open(path) as f:
             for line in f:
                 if line.startswith("Version:"):
@@ -48,8 +51,7 @@ def missing_reason() -> Optional[str]:
         return (f"cntk is not installed: no Python 3.6 for CNTK at {where} ({INSTALL} makes it"
                 f"{'' if named else f'; {VARIABLE} names another'})")
     root = environment_root()
-    if not glob.glob(os.path.join(root, "lib", "python3.6", "site-packages", "cntk",
-                                  "__init__.py")):
+    if not os.path.exists(os.path.join(site_packages(), "cntk", "__init__.py")):
         return f"cntk is not installed in the Python 3.6 environment {root} ({INSTALL} {root})"
     if not os.path.exists(os.path.join(root, "lib", "mpi", "libmpi.so.12")):
         return (f"cntk is installed in {root} but not the OpenMPI names it links against "

@@ -110,9 +110,11 @@ class KerasWorkload(base.Workload):
         self.device_name = "gpu" if config.device == "cuda" else "cpu"
         keras.backend.clear_session()  # drops earlier models' global state and the dtype policy
         self.native.apply_precision(config.precision)
-        # keras-torch flushes denormals as the PyTorch backend does (XLA and TensorFlow do anyway)
-        self.flush = {"flush_denormal": self.native.flush_denormals()} if backend == "torch" else {}
+        self.flush = {}
         if backend == "torch":
+            # as the PyTorch backend: denormals flushed (XLA and TensorFlow do anyway), cuDNN
+            # autotuning on but in mode untuned
+            self.flush = {"flush_denormal": self.native.flush_denormals()}
             self.native.set_conv_autotune(config.mode != base.UNTUNED)
         keras_runtime.set_policy(keras, config.precision)
         keras.utils.set_random_seed(config.seed)
