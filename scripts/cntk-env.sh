@@ -3,8 +3,10 @@
 # and the OpenMPI library names CNTK links against, which fwkernels' CNTK backend runs in its own
 # process (docs/cntk.md).
 #
-#   bash scripts/cntk-env.sh [ENV_DIR]
+#   bash scripts/cntk-env.sh [ENV_DIR [REQUIREMENT...]]
 #
+# REQUIREMENT... default to CNTK 2.7's pins: cntk==2.7.post2 numpy==1.19.5 scipy==1.5.4 (the
+# release ledger's install step passes its release's, releases.toml).
 # ENV_DIR defaults to the backend's default (fwkernels/frameworks/cntk/interpreter.py):
 # ${XDG_CACHE_HOME:-~/.cache}/fwkernels/cntk-2.7. Elsewhere, point FWKERNELS_CNTK_PYTHON at
 # ENV_DIR/bin/python. Needs a Python 3.6 (FWKERNELS_PYTHON36, python3.6 on PATH or pyenv's
@@ -12,6 +14,10 @@
 set -euo pipefail
 
 env_dir=${1:-${XDG_CACHE_HOME:-$HOME/.cache}/fwkernels/cntk-2.7}
+shift || true
+# numpy 1.19.5 and scipy 1.5.4 (cntk's requirements) are the last with cp36 wheels
+requirements=("$@")
+[ "${#requirements[@]}" -gt 0 ] || requirements=("cntk==2.7.post2" "numpy==1.19.5" "scipy==1.5.4")
 
 find_python36() {
     local root=${PYENV_ROOT:-$HOME/.pyenv}
@@ -61,11 +67,9 @@ mkdir -p "$env_dir/lib/mpi"
 ln -sfn "$mpi_dir/libmpi.so.40" "$env_dir/lib/mpi/libmpi.so.12"
 ln -sfn "$mpi_dir/libmpi_cxx.so.40" "$env_dir/lib/mpi/libmpi_cxx.so.1"
 
-# pip 21.3.1 is the last release that runs on Python 3.6; numpy 1.19.5 and scipy 1.5.4 (cntk's
-# requirements) are the last with cp36 wheels.
+# pip 21.3.1 is the last release that runs on Python 3.6
 "$env_dir/bin/python" -m pip install -q --disable-pip-version-check "pip==21.3.1"
-"$env_dir/bin/python" -m pip install -q --disable-pip-version-check \
-    "numpy==1.19.5" "scipy==1.5.4" "cntk==2.7.post2"
+"$env_dir/bin/python" -m pip install -q --disable-pip-version-check "${requirements[@]}"
 
 LD_LIBRARY_PATH="$env_dir/lib/mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     "$env_dir/bin/python" -c "import cntk; print('cntk', cntk.__version__, 'in', '$env_dir')"

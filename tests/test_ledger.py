@@ -83,6 +83,8 @@ def test_releases_file_loads_and_writes_back_unchanged(tmp_path):
      'build_requires = "setuptools<74"\n', "`build_requires` must be a list of requirements"),
     ('[torch]\npackage = "torch"\n[[torch.release]]\nversion = "2.1.0"\ndate = 2026-01-01\n'
      'build_requires = ["setuptools<74 --pre"]\n', "`build_requires` must be a list"),
+    ('[torch]\npackage = "torch"\nenvironment = "../elsewhere.sh"\n', "`environment` must be"),
+    ('[torch]\npackage = "torch"\nenvironment = "scripts/env.py"\n', "`environment` must be"),
 ])
 def test_bad_releases_file_is_one_clear_error(tmp_path, text, message):
     with pytest.raises(LedgerError, match=message.replace("[", r"\[").replace("(", r"\(")):
@@ -126,6 +128,70 @@ def test_chainer_installs_as_its_sdist_needs():
     release = chainer.release("7.8.1")
     assert release.build_requires == ["setuptools<74", "wheel"]
     assert releases.requirements(chainer, release) == ["chainer===7.8.1", "numpy===1.23.5"]
+
+
+OWN_PYTHON = """\
+[torch]
+package = "cntk"
+environment = "scripts/own-env.sh"
+
+[[torch.release]]
+version = "2.7.post2"
+date = 2020-12-09
+pins = { numpy = "1.19.5" }
+"""
+# What the install step must call: a script of the checkout, given the folder and the release's
+# requirements; it writes what it was given and a dist-info, as a real environment has.
+FAKE_ENVIRONMENT_SCRIPT = """\
+folder=$1; shift
+mkdir -p "$folder/lib/python3.6/site-packages/cntk-2.7.dist-info"
+printf 'Name: cntk\\nVersion: 2.7.post2\\n' \\
+    > "$folder/lib/python3.6/site-packages/cntk-2.7.dist-info/METADATA"
+echo "$@" > "$folder/requirements.txt"
+"""
+
+
+def test_a_release_on_a_python_of_its_own_is_installed_by_its_script(tmp_path, monkeypatch):
+    """CNTK 2.7 (cp36 wheels only): its script makes the environment inside asv's, asv's
+    environment gets fwkernels' side (numpy), and the marker records the script's versions."""
+    from fwkernels.ledger import install, installed
+
+    tracked = releases.load(write(tmp_path, OWN_PYTHON), known=KNOWN)["torch"]
+    copy = str(tmp_path / "copy.toml")
+    releases.dump({"torch": tracked}, copy)
+    assert releases.load(copy, known=KNOWN)["torch"] == tracked
+    document = build.release_document(tracked, tracked.newest)
+    assert document["environment"] == "scripts/own-env.sh"
+    plain = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)["torch"]
+    assert "environment" not in build.release_document(plain, plain.newest)  # hashes kept
+    build_dir, harness, prefix = tmp_path / "build", tmp_path / "harness", tmp_path / "prefix"
+    for folder in (build_dir, harness / "scripts", prefix):
+        folder.mkdir(parents=True)
+    (build_dir / build.RELEASE_FILE).write_text(json.dumps(document))
+    (harness / "scripts" / "own-env.sh").write_text(FAKE_ENVIRONMENT_SCRIPT)
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *args: calls.append(args) or
+                        subprocess.CompletedProcess(args, 0, ""))
+    monkeypatch.setattr(install, "installed_distributions", lambda: {"pip": "24.0"})
+    monkeypatch.setattr(install.sys, "prefix", str(prefix))
+    record = install.install(str(build_dir), "cpu", str(harness))
+    folder = installed.own_environment("torch")
+    assert folder.startswith(str(prefix))
+    assert open(os.path.join(folder, "requirements.txt")).read().split() == [
+        "cntk===2.7.post2", "numpy===1.19.5"]
+    assert calls[0] == ("install", *install.OWN_PYTHON_HARNESS)
+    assert record["installed"] == {"cntk": "2.7.post2", "numpy": None}
+    assert json.load(open(prefix / install.MARKER))["environment"] == "scripts/own-env.sh"
+    install.clean(str(prefix))  # the next release starts without it
+    assert not os.path.exists(folder)
+
+
+def test_a_post_release_is_the_version_it_repackages():
+    from fwkernels.ledger.installed import matches
+
+    assert matches("2.7.post2", "2.7") and matches("2.14.1", "2.14.1+cu130")
+    assert matches("3.15.1", "3.15.1 (jax 0.11.2)")
+    assert not matches("2.7.post2", "2.6") and not matches("2.14.1", "2.14.10")
 
 
 def test_clean_puts_back_the_environments_own_packages(tmp_path, monkeypatch):

@@ -22,8 +22,9 @@ RELEASE_FILE = "release.json"
 
 
 def release_document(tracked: TrackedFramework, release: Release) -> Dict[str, object]:
-    """The content of a release's commit (``release.json``); ``build_requires`` only where a
-    release has them, so that every other release keeps its commit hash."""
+    """The content of a release's commit (``release.json``); ``build_requires`` and
+    ``environment`` only where a release has them, so that every other release keeps its commit
+    hash."""
     document = {
         "framework": tracked.name, "package": tracked.package, "version": release.version,
         "date": release.date.isoformat(), "pins": release.pins, "note": release.note,
@@ -33,6 +34,8 @@ def release_document(tracked: TrackedFramework, release: Release) -> Dict[str, o
     }
     if release.build_requires:
         document["build_requires"] = release.build_requires
+    if tracked.environment:
+        document["environment"] = tracked.environment
     return document
 
 

@@ -10,6 +10,12 @@ release without build isolation), then fwkernels itself from the checkout that r
 (editable, no dependencies). What was installed is written to
 ``<environment>/fwkernels-release.json``, which the suite reads.
 
+A framework that runs on a Python of its own (``environment`` in its ``release.json``: CNTK 2.7,
+whose wheels are cp36 only) gets its requirements from that script instead, run into
+``installed.own_environment`` inside asv's environment; asv's environment then gets only what
+fwkernels' side of such a backend needs (``OWN_PYTHON_HARNESS``: numpy, which draws the synthetic
+batch).
+
 A pip constraint file (PIP_CONSTRAINT, or a pip.conf that caps a framework) is not applied: the
 ledger's exact pins are the point, and a cap could only make a tracked release fail to install.
 A release that fails to install fails this step with pip's reason, and a record says so; asv
@@ -21,16 +27,19 @@ from __future__ import annotations
 
 import json
 import os
+import glob
 import platform
+import shutil
 import subprocess
 import sys
 from importlib import metadata
 from typing import Dict, List, Optional
 
-from fwkernels.ledger.installed import MARKER
+from fwkernels.ledger.installed import MARKER, own_environment
 
 BASELINE = "fwkernels-ledger-baseline.json"
 HARNESS = "fwkernels"
+OWN_PYTHON_HARNESS = ["numpy==2.4.6"]  # the nox session of such a framework pins the same
 
 
 def installed_distributions() -> Dict[str, str]:
@@ -81,6 +90,8 @@ def clean(prefix: str) -> List[str]:
     marker = os.path.join(prefix, MARKER)
     if os.path.exists(marker):
         os.remove(marker)
+    for folder in glob.glob(own_environment("*")):
+        shutil.rmtree(folder)
     if extra:
         result = pip("uninstall", "-y", *extra)
         if result.returncode != 0:
@@ -104,18 +115,22 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
     prefix = sys.prefix
     removed = clean(prefix)
     print(f"{name}: removed {len(removed)} packages of the previous release", flush=True)
-    for args in install_steps(requirements, release.get("build_requires", [])):
-        result = pip("install", *args)
-        print(result.stdout[-5000:], flush=True)
-        if result.returncode != 0:
-            raise SystemExit(f"{name} failed to install ({' '.join(args)}): "
-                             f"{_last_error(result.stdout)}")
+    own_versions = None
+    if release.get("environment"):
+        own_versions = install_own_environment(name, release, requirements, harness_dir)
+    else:
+        for args in install_steps(requirements, release.get("build_requires", [])):
+            result = pip("install", *args)
+            print(result.stdout[-5000:], flush=True)
+            if result.returncode != 0:
+                raise SystemExit(f"{name} failed to install ({' '.join(args)}): "
+                                 f"{_last_error(result.stdout)}")
     if harness_dir:
         result = pip("install", "--no-deps", "--no-build-isolation", "-e", harness_dir)
         if result.returncode != 0:
             raise SystemExit(f"fwkernels from {harness_dir} failed to install:\n"
                              f"{result.stdout[-3000:]}")
-    versions = installed_distributions()
+    versions = installed_distributions() if own_versions is None else own_versions
     record = dict(release, device=device, installed={
         requirement.split("===")[0]: versions.get(normalise(requirement.split("===")[0]
                                                             .split("[")[0]))
@@ -123,6 +138,31 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
     with open(os.path.join(prefix, MARKER), "w") as f:
         json.dump(record, f, indent=2, sort_keys=True)
     return record
+
+
+def install_own_environment(name: str, release: Dict[str, object], requirements: List[str],
+                            harness_dir: Optional[str]) -> Dict[str, str]:
+    """Run the release's environment script into ``own_environment`` with the requirements, and
+    install fwkernels' side of the backend here; returns the versions in that environment."""
+    if not harness_dir:
+        raise SystemExit(f"{name} is installed by {release['environment']}, a script of the "
+                         "fwkernels checkout, and no checkout was given")
+    folder = own_environment(str(release["framework"]))
+    script = os.path.join(harness_dir, str(release["environment"]))
+    result = subprocess.run(["bash", script, folder, *requirements], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, PIP_CONSTRAINT=os.devnull))
+    print(result.stdout[-5000:], flush=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{name} failed to install ({release['environment']} {folder}): "
+                         f"{(result.stdout.strip().splitlines() or ['no output'])[-1]}")
+    result = pip("install", *OWN_PYTHON_HARNESS)
+    if result.returncode != 0:
+        raise SystemExit(f"{name}: fwkernels' side ({' '.join(OWN_PYTHON_HARNESS)}) failed to "
+                         f"install: {_last_error(result.stdout)}")
+    site_packages = glob.glob(os.path.join(folder, "lib", "python*", "site-packages"))
+    return {normalise(dist.metadata["Name"]): dist.version
+            for dist in metadata.distributions(path=site_packages) if dist.metadata["Name"]}
 
 
 def install_steps(requirements: List[str], build_requires: List[str]) -> List[List[str]]:

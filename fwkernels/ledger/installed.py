@@ -47,8 +47,16 @@ def installed_release() -> Optional[InstalledRelease]:
                             data.get("installed", {}))
 
 
+def own_environment(framework: str) -> str:
+    """Where the ledger's install step makes the environment of a framework that runs on a
+    Python of its own (releases.toml's ``environment``): a folder of asv's environment."""
+    return os.path.join(sys.prefix, f"fwkernels-{framework}-environment")
+
+
 def matches(release_version: str, framework_version: str) -> bool:
     """Whether a framework's reported version is the release's: "2.11.0+cu130" is 2.11.0,
-    "3.15.1 (jax 0.11.2)" (Keras with its backend) is 3.15.1."""
+    "3.15.1 (jax 0.11.2)" (Keras with its backend) is 3.15.1, "2.7" is the post-release
+    2.7.post2 (CNTK reports the version it was released as, not the repackaging's)."""
     reported = framework_version.split()[0] if framework_version else ""
-    return reported == release_version or reported.startswith(release_version + "+")
+    base = release_version.split(".post")[0]
+    return reported in (release_version, base) or reported.startswith(release_version + "+")

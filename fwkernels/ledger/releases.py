@@ -17,6 +17,11 @@ A release published only as a source distribution that does not build in pip's i
 environment names what it builds with in ``build_requires`` (e.g. ``["setuptools<74", "wheel"]``):
 the install step installs those and the pins first, then the release without build isolation.
 
+A framework whose releases run on a Python of their own (CNTK 2.7: cp36 wheels only) names the
+script that makes that environment in ``environment`` (``"scripts/cntk-env.sh"``): the install
+step runs it with the release's requirements into a folder of asv's environment
+(``installed.own_environment``) instead of pip-installing them beside fwkernels.
+
 ``load`` checks the file and names what is wrong in one line (``LedgerError``); ``dump`` writes it
 back in this layout (discovery appends releases through it).
 """
@@ -43,6 +48,7 @@ _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!_-]*$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?$")
 # A build requirement: a package name and optional version clauses ("setuptools<74", "wheel").
 _CLAUSE = r" *(===|==|~=|!=|<=|>=|<|>) *[0-9][0-9A-Za-z.*+!_-]*"
+_SCRIPT = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_./-]*\.sh$")
 _REQUIREMENT = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]*({_CLAUSE}( *,{_CLAUSE})*)?$")
 
 
@@ -86,6 +92,8 @@ class TrackedFramework:
     companions: List[str] = field(default_factory=list)  # resolved by pip at discovery
     cuda_package: str = ""  # the distribution on a CUDA machine, when it is another one
     releases: List[Release] = field(default_factory=list)
+    # a script making an environment of another Python for the releases ("": asv's environment)
+    environment: str = ""
 
     @property
     def newest(self) -> Optional[Release]:
@@ -127,10 +135,10 @@ def _framework(path: str, name: str, table: object) -> TrackedFramework:
     where = f"{path} [{name}]"
     if not isinstance(table, dict):
         raise LedgerError(f"{where}: must be a table")
-    unknown = set(table) - {"package", "companions", "cuda_package", "release"}
+    unknown = set(table) - {"package", "companions", "cuda_package", "environment", "release"}
     if unknown:
         raise LedgerError(f"{where}: unknown keys {', '.join(sorted(unknown))}; valid keys: "
-                          "package, companions, cuda_package, release")
+                          "package, companions, cuda_package, environment, release")
     package = table.get("package")
     if not isinstance(package, str) or not _PACKAGE.match(package):
         raise LedgerError(f"{where}: `package` must name the distribution, e.g. \"torch\"")
@@ -141,7 +149,13 @@ def _framework(path: str, name: str, table: object) -> TrackedFramework:
     cuda_package = table.get("cuda_package", "")
     if not isinstance(cuda_package, str) or (cuda_package and not _PACKAGE.match(cuda_package)):
         raise LedgerError(f"{where}: `cuda_package` must name a distribution")
-    tracked = TrackedFramework(name, package, list(companions), cuda_package)
+    environment = table.get("environment", "")
+    if not isinstance(environment, str) or (environment and (
+            not _SCRIPT.match(environment) or ".." in environment.split("/"))):
+        raise LedgerError(f"{where}: `environment` must be the path of a script in this "
+                          "repository, e.g. \"scripts/cntk-env.sh\"")
+    tracked = TrackedFramework(name, package, list(companions), cuda_package,
+                               environment=environment)
     entries = table.get("release", [])
     if not isinstance(entries, list):
         raise LedgerError(f"{where}: releases are [[{name}.release]] tables")
@@ -207,6 +221,8 @@ def dump(frameworks: Dict[str, TrackedFramework], path: str = DEFAULT_PATH) -> N
             lines.append(f"cuda_package = {_string(tracked.cuda_package)}")
         if tracked.companions:
             lines.append(f"companions = [{', '.join(_string(c) for c in tracked.companions)}]")
+        if tracked.environment:
+            lines.append(f"environment = {_string(tracked.environment)}")
         lines.append("")
         for release in tracked.releases:
             lines.append(f"[[{tracked.name}.release]]")

@@ -2,7 +2,8 @@
 
 CNTK 2.7's wheels are cp36 only: scripts/cntk-env.sh makes a Python 3.6 environment with
 cntk==2.7.post2 and the OpenMPI library names it links against in ``ENV/lib/mpi``.
-FWKERNELS_CNTK_PYTHON names that environment's python; by default the one the script makes.
+FWKERNELS_CNTK_PYTHON names that environment's python; by default the one the release ledger's
+install step made inside asv's environment (docs/releases.md), else the script's default.
 """
 from __future__ import annotations
 
@@ -10,11 +11,16 @@ import glob
 import os
 from typing import Dict, Optional
 
+from fwkernels.ledger.installed import own_environment
+
 VARIABLE = "FWKERNELS_CNTK_PYTHON"
 INSTALL = "bash scripts/cntk-env.sh"
 
 
 def default_environment() -> str:
+    ledger = own_environment("cntk")
+    if os.path.isdir(ledger):
+        return ledger
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(cache, "fwkernels", "cntk-2.7")
 
