@@ -29,6 +29,13 @@ def recent_loss(losses):
     """What the training test compares with the first loss: the median of the last LAST_STEPS."""
     return statistics.median(losses[-LAST_STEPS:])
 TRAIN_BATCH = {"resnet50": 8, "mobilenet_v2": 8}
+# Keras builds every model from the same code whatever its backend (fwkernels/frameworks/keras/
+# models.py): all ten train in one backend's session (PyTorch's, the shortest of the three), and
+# in the other two the three kinds of model that a backend runs differently: convolutions with
+# batch norm and residuals (ResNet-50), LSTMs with attention and two inputs (GNMT v2), embeddings
+# (NCF). The parameter counts are checked in every backend (docs/ci.md, *Test time*).
+KERAS_EVERY_MODEL = "keras-torch"
+KERAS_SAMPLE = ("resnet50", "gnmt_v2", "ncf")
 
 
 def small_config(backend, name, batch=2):
@@ -55,6 +62,9 @@ def test_trainable_parameter_count_is_canonical(backend, framework, model):
 def test_training_step_updates_parameters_and_lowers_loss(backend, framework, model):
     """...and the forward output has the model's shape (one build for both: on 2 cores a build
     and its compilation take most of a framework's test time)."""
+    if framework.startswith("keras-") and framework != KERAS_EVERY_MODEL \
+            and model not in KERAS_SAMPLE:
+        pytest.skip(f"Keras' {model} trains in {KERAS_EVERY_MODEL}'s session: the same Keras code")
     config = small_config(backend, model, batch=TRAIN_BATCH.get(model, 2))
     workload = backend.build(config)
     assert workload.params == config.model.expected_params(framework)
