@@ -44,8 +44,10 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
     from the release above it."""
     target = framework if not mode else f"{framework}:{mode}"
     chosen = releases_of(runs, machine, framework)
-    models = [m for m in MODELS if any((THROUGHPUT, target, m, precision) in r.values
-                                       or r.record(target, m, precision) for r in chosen)]
+    # a history needs two releases: a model measured for one release of several has no column
+    models = [m for m in MODELS if sum((THROUGHPUT, target, m, precision) in r.values
+                                       or r.record(target, m, precision) is not None
+                                       for r in chosen) >= min(2, len(chosen))]
     headers = ["release", "date"]
     for m in models:
         headers += [f"{MODELS[m].title} {MODELS[m].unit}/s", "change"]
@@ -68,7 +70,8 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
             if value is None:
                 failed = found is not None and found.status != "ok"
                 note = table.footnote(f"{run.name} {m}: {found.error}") if failed else None
-                row += [Cell(found.status if failed else "no result", note=note, muted=True),
+                shown = found.status if failed else "no result" if found else "not run"
+                row += [Cell(shown, note=note, muted=True),
                         Cell("–")]
                 continue
             row += [Cell(format_value(value.mean, value.std)),
