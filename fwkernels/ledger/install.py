@@ -25,9 +25,9 @@ Standard library only: this runs before anything but asv's own packages is insta
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
-import glob
 import platform
 import shutil
 import subprocess
