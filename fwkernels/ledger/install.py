@@ -155,7 +155,7 @@ def install_own_environment(name: str, release: Dict[str, object], requirements:
     print(result.stdout[-5000:], flush=True)
     if result.returncode != 0:
         raise SystemExit(f"{name} failed to install ({release['environment']} {folder}): "
-                         f"{(result.stdout.strip().splitlines() or ['no output'])[-1]}")
+                         f"{_last_error(result.stdout)}")
     result = pip("install", *OWN_PYTHON_HARNESS)
     if result.returncode != 0:
         raise SystemExit(f"{name}: fwkernels' side ({' '.join(OWN_PYTHON_HARNESS)}) failed to "
