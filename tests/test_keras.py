@@ -20,3 +20,32 @@ def test_a_window_is_one_fit_call_of_that_many_steps(backend, framework):
     steps_per_execution = 1 if framework == "keras-torch" else 32
     assert workload.precision_settings()["training_loop"] == \
         f"fit, steps_per_execution={steps_per_execution}"
+
+
+def test_the_seed_alone_decides_every_layers_initial_weights(backend, framework):
+    """Every layer draws its own initial weights from the seed keras.utils.set_random_seed sets:
+    the same seed gives the same weights, another seed other weights, and no two layers of the
+    same shape start equal (a shared unseeded Keras initializer gives them the same values, and
+    a seed drawn at import differs from process to process)."""
+    if framework != "tensorflow" and not framework.startswith("keras-"):
+        pytest.skip(f"{framework} does not build the Keras models")
+    import keras
+    import numpy as np
+
+    from fwkernels.frameworks.keras import models
+
+    def kernels(seed):
+        keras.utils.set_random_seed(seed)
+        model = models.build("vgg_a", small=True)
+        weights = [keras.ops.convert_to_numpy(w.value) for w in model.trainable_weights
+                   if len(w.shape) > 1]
+        keras.backend.clear_session()
+        return weights
+
+    first, again, other = kernels(0), kernels(0), kernels(1)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    assert not any(np.array_equal(a, b) for a, b in zip(first, other))
+    same_shape = [(i, j) for i in range(len(first)) for j in range(i + 1, len(first))
+                  if first[i].shape == first[j].shape]
+    assert same_shape, "VGG-A has convolutions of the same shape"
+    assert not any(np.array_equal(first[i], first[j]) for i, j in same_shape)

@@ -25,6 +25,7 @@ the order of ``ModelSpec.inputs`` (image; src, tgt; user, item).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import keras
@@ -38,20 +39,26 @@ from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITE
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
 BN_MOMENTUM = 0.9  # Keras: momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
 
-# The reference initialisations (docs/models.md, *Initialisation*):
+# The reference initialisations (docs/models.md, *Initialisation*), one new initializer per
+# layer: a Keras initializer made without a seed draws one when it is made and then gives the
+# same values at every call, so one shared instance would start every layer of the same shape
+# with the same weights, and one made at import would differ from process to process. Made
+# while the layer is built, each draws its seed from the one keras.utils.set_random_seed set.
 # PyTorch's Conv2d and Linear default, kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))
-TORCH_DEFAULT = keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform")
+TORCH_DEFAULT = partial(keras.initializers.VarianceScaling, 1 / 3, "fan_in", "uniform")
 # torchvision's VGG, ResNet and MobileNet convolutions: kaiming_normal(fan_out, relu)
-HE_FAN_OUT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
+HE_FAN_OUT = partial(keras.initializers.VarianceScaling, 2.0, "fan_out", "untruncated_normal")
 # The same for a depthwise kernel: Keras shapes it (kh, kw, channels, 1), so its "fan_in"
 # (kh * kw * channels) is PyTorch's fan_out of the (channels, 1, kh, kw) weight
-HE_FAN_OUT_DEPTHWISE = keras.initializers.VarianceScaling(2.0, "fan_in", "untruncated_normal")
-SMALL_NORMAL = keras.initializers.RandomNormal(0.0, 0.01)  # torchvision's VGG/MobileNet classifiers
-EMBEDDING = keras.initializers.RandomNormal(0.0, 1.0)  # PyTorch's nn.Embedding
+HE_FAN_OUT_DEPTHWISE = partial(keras.initializers.VarianceScaling, 2.0, "fan_in",
+                               "untruncated_normal")
+# torchvision's VGG and MobileNet classifiers
+SMALL_NORMAL = partial(keras.initializers.RandomNormal, 0.0, 0.01)
+EMBEDDING = partial(keras.initializers.RandomNormal, 0.0, 1.0)  # PyTorch's nn.Embedding
 
 
 def dense(units: int, init=TORCH_DEFAULT, **kwargs) -> layers.Dense:
-    return layers.Dense(units, kernel_initializer=init, **kwargs)
+    return layers.Dense(units, kernel_initializer=init(), **kwargs)
 
 
 def build(name: str, small: bool = False) -> keras.Model:
@@ -103,7 +110,7 @@ def conv(x, filters: int, kernel: int, stride: int = 1, padding: int = 0, *,
     """Conv2D (+ activation) padded exactly like PyTorch's Conv2d(kernel, stride, padding)."""
     x, keras_padding = _pad(x, kernel, stride, padding)
     return layers.Conv2D(filters, kernel, stride, keras_padding, use_bias=use_bias,
-                         activation=activation, kernel_initializer=init)(x)
+                         activation=activation, kernel_initializer=init())(x)
 
 
 def max_pool(x, kernel: int, stride: int, padding: int = 0):
@@ -228,7 +235,7 @@ def inverted_residual(x, channels: int, stride: int, expand: int):
         y = conv_bn_relu6(y, x.shape[-1] * expand, 1)
     y, keras_padding = _pad(y, 3, stride, 1)
     y = layers.DepthwiseConv2D(3, stride, keras_padding, use_bias=False,
-                               depthwise_initializer=HE_FAN_OUT_DEPTHWISE)(y)
+                               depthwise_initializer=HE_FAN_OUT_DEPTHWISE())(y)
     y = layers.ReLU(6.0)(batch_norm(y))
     y = batch_norm(linear_conv(y, channels, 1))
     return layers.Add()([x, y]) if stride == 1 and x.shape[-1] == channels else y
@@ -294,7 +301,7 @@ _IMAGE_MODELS = {"alexnet": alexnet, "vgg19": vgg19, "resnet50": resnet50,
 # ---- NCF (NeuMF) ----
 
 def embedding(count: int, size: int) -> layers.Embedding:
-    return layers.Embedding(count, size, embeddings_initializer=EMBEDDING)
+    return layers.Embedding(count, size, embeddings_initializer=EMBEDDING())
 
 
 def ncf(users: int = NCF_USERS, items: int = NCF_ITEMS, mf_dim: int = 64,
@@ -348,9 +355,10 @@ def lstm(units: int = GNMT_HIDDEN) -> layers.LSTM:
     """The native LSTM with its cuDNN-compatible defaults (tanh, sigmoid, no recurrent dropout),
     every weight U(+-1/sqrt(units)) as PyTorch's nn.LSTM (not Keras' orthogonal recurrent
     kernels and forget-gate bias of 1)."""
-    init = keras.initializers.RandomUniform(-units ** -0.5, units ** -0.5)
-    return layers.LSTM(units, return_sequences=True, kernel_initializer=init,
-                       recurrent_initializer=init, bias_initializer=init, unit_forget_bias=False)
+    init = partial(keras.initializers.RandomUniform, -units ** -0.5, units ** -0.5)
+    return layers.LSTM(units, return_sequences=True, kernel_initializer=init(),
+                       recurrent_initializer=init(), bias_initializer=init(),
+                       unit_forget_bias=False)
 
 
 def gnmt_v2(vocab: int = GNMT_VOCAB, hidden: int = GNMT_HIDDEN) -> keras.Model:
