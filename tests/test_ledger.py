@@ -121,6 +121,32 @@ def test_build_requires_are_installed_first_then_the_release_without_build_isola
     assert install.install_steps(["torch===2.14.1"], []) == [["torch===2.14.1"]]
 
 
+def test_a_release_is_installed_without_byte_compiling_and_the_harness_beside_it(
+        tmp_path, monkeypatch):
+    """pip does not compile the release's modules (a worker compiles what it imports); the
+    record names the versions installed."""
+    from fwkernels.ledger import install
+
+    plain = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)["torch"]
+    build_dir, prefix = tmp_path / "build", tmp_path / "prefix"
+    for folder in (build_dir, prefix):
+        folder.mkdir()
+    (build_dir / build.RELEASE_FILE).write_text(
+        json.dumps(build.release_document(plain, plain.newest)))
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *args: calls.append(args) or
+                        subprocess.CompletedProcess(args, 0, ""))
+    monkeypatch.setattr(install, "installed_distributions",
+                        lambda: {"pip": "24.0", "torch": "2.14.1", "torchvision": "0.29.1"})
+    monkeypatch.setattr(install.sys, "prefix", str(prefix))
+    install.baseline(str(prefix))
+    record = install.install(str(build_dir), "cpu", str(tmp_path / "harness"))
+    installs = [call for call in calls if call[0] == "install"]
+    assert installs[0] == ("install", "--no-compile", "torch===2.14.1", "torchvision===0.29.1")
+    assert installs[1][-2:] == ("-e", str(tmp_path / "harness"))
+    assert record["installed"] == {"torch": "2.14.1", "torchvision": "0.29.1"}
+
+
 def test_chainer_installs_as_its_sdist_needs():
     """Chainer 7.8.1 builds only with setuptools < 74 and wheel, without build isolation."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

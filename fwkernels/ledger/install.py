@@ -4,10 +4,10 @@
 
 Every release gets the same clean environment: whatever an earlier release installed is removed
 first (everything that was not there when asv created the environment; asv's own packages go back
-to their versions of then), then the release's exact pins are installed (``release.json`` of the
-commit, CPU or CUDA packages by FWKERNELS_DEVICE; a release's ``build_requires`` first, then the
-release without build isolation), then fwkernels itself from the checkout that runs asv
-(editable, no dependencies). What was installed is written to
+to their versions of then), then the release's exact pins are installed, not byte-compiled
+(``release.json`` of the commit, CPU or CUDA packages by FWKERNELS_DEVICE; a release's
+``build_requires`` first, then the release without build isolation), then fwkernels itself from
+the checkout that runs asv (editable, no dependencies). What was installed is written to
 ``<environment>/fwkernels-release.json``, which the suite reads.
 
 A framework that runs on a Python of its own (``environment`` in its ``release.json``: CNTK 2.7,
@@ -39,6 +39,11 @@ from fwkernels.ledger.installed import MARKER, own_environment
 
 BASELINE = "fwkernels-ledger-baseline.json"
 HARNESS = "fwkernels"
+# pip byte-compiles every module it installs; a worker imports a small part of a framework, and
+# Python compiles what it imports on first use. Compiling all of PyTorch 2.15.0's modules was
+# about a minute of its install on the 2-core machine (docs/history.md, *The default profile's
+# time*).
+RELEASE_INSTALL_OPTIONS = ["--no-compile"]
 OWN_PYTHON_HARNESS = ["numpy==2.4.6"]  # the nox session of such a framework pins the same
 
 
@@ -120,7 +125,7 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
         own_versions = install_own_environment(name, release, requirements, harness_dir)
     else:
         for args in install_steps(requirements, release.get("build_requires", [])):
-            result = pip("install", *args)
+            result = pip("install", *RELEASE_INSTALL_OPTIONS, *args)
             print(result.stdout[-5000:], flush=True)
             if result.returncode != 0:
                 raise SystemExit(f"{name} failed to install ({' '.join(args)}): "
