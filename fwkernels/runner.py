@@ -34,6 +34,11 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 # A variable set by the caller is kept: a measurement against that (warm) cache.
 COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 EMPTY_COMPILE_CACHE = "empty per worker"  # the record's compile_cache when none is set
+# The host's speed before each measurement: a fixed pure-Python loop (the same work whatever
+# framework and numpy an environment holds). A shared host runs the same work at different
+# speeds at different hours (docs/history.md, *The host's speed*).
+HOST_SPEED_LOOP = 100_000
+HOST_SPEED_SECONDS = 0.5
 
 
 def host_info() -> Dict[str, Any]:
@@ -45,6 +50,21 @@ def host_info() -> Dict[str, Any]:
         pass
     return {"host": socket.gethostname(), "cpu": cpu, "cpu_count": os.cpu_count(),
             "python": platform.python_version(), "fwkernels_version": fwkernels.__version__}
+
+
+def host_speed(seconds: float = HOST_SPEED_SECONDS) -> float:
+    """Millions of iterations per second of a fixed pure-Python loop on one core: the median
+    over repeats for ``seconds``."""
+    rates = []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(rates) < 3:
+        start = time.perf_counter()
+        total = 0
+        for i in range(HOST_SPEED_LOOP):
+            total += i * i % 7
+        rates.append(HOST_SPEED_LOOP / (time.perf_counter() - start) / 1e6)
+    rates.sort()
+    return rates[len(rates) // 2]
 
 
 def measure(framework: str, model: str, *, phases: Sequence[str] = PHASES,
@@ -66,7 +86,7 @@ def run(request: Request, phases: Sequence[str] = PHASES, timeout_s: float = 180
         "unit": spec.unit, "samples_per_step": spec.samples_per_step(request.batch),
         "canonical_params": spec.params, "expected_params": spec.expected_params(request.framework),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "compile_cache": compile_cache_setting(), **host_info(),
+        "compile_cache": compile_cache_setting(), **host_info(), "host_speed": host_speed(),
     }
     start = time.perf_counter()
     for group in worker_groups(request.device, phases):

@@ -117,6 +117,7 @@ def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, 
     written = [json.loads(line) for line in records.read_text().splitlines()]
     assert [r["status"] for r in written] == ["ok", "ok"]
     assert written[0]["timestamp"] != written[1]["timestamp"]
+    assert all(r["host_speed"] > 0 for r in written) and "| host speed |" in proc.stdout
     noise = run("noise", str(records), check=True).stdout
     assert "| samples_per_s | track_samples_per_s, track_time_per_sample | 1 |" in noise
 

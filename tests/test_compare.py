@@ -182,3 +182,19 @@ def test_a_bad_noise_file_is_one_line(tmp_path, capsys, text):
                  "--noise", str(noise_file)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "noise.toml" in err[0]
+
+
+def test_a_difference_in_the_hosts_speed_is_named():
+    from fwkernels.report.compare import comparison_table
+
+    fresh = load_runs(RESULTS)
+    side_a, side_b = (resolve(name, fresh, "cpu-fixture", None) for name in (OLD, NEW))
+    results = compare(side_a, side_b, benchmark_units(RESULTS))
+    assert not any("host" in line for line in comparison_table(side_a, side_b, results, 1.1).summary)
+    for side, speed in ((side_a, 8.0), (side_b, 14.0)):
+        for run in side.runs:
+            run.records = [r.with_fields(host_speed=speed) for r in run.records]
+    assert all(run.records for run in side_a.runs + side_b.runs)
+    summary = comparison_table(side_a, side_b, results, 1.1).summary
+    assert "The host ran at different speeds: A 8.0, B 14.0 million loop iterations/s (75% apart" \
+        in summary[-1]

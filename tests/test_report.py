@@ -305,6 +305,29 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
                for m in ("ncf", "resnet50"))
 
 
+def test_report_names_host_speeds_further_apart_than_the_tolerance():
+    """Records carry the host's speed before each measurement; the report's header says when the
+    runs shown were taken at speeds more than 10% apart, and stays silent otherwise."""
+    from fwkernels.report.results import Run, Value
+
+    def run(commit, framework, speed):
+        r = Run(machine="cpu", commit=commit * 40, env=framework, date=1, requirements={},
+                release=f"{framework}-1.0")
+        key = (THROUGHPUT, framework, "ncf", "fp32")
+        r.attempted[key] = True
+        r.values[key] = Value(1e4, 1e2, (1e4,))
+        r.records.append(Record.new(status="ok", framework=framework, mode="eager", model="ncf",
+                                    precision="fp32", host_speed=speed))
+        return r
+
+    alike = [run("a", "torch", 14.0), run("b", "jax", 15.0)]
+    report = build_report(alike, "cpu", "aaaa,bbbb")
+    assert report.host_speed_note() is None
+    apart = [run("a", "torch", 8.0), run("b", "jax", 14.0)]
+    text = render_report_text(build_report(apart, "cpu", "aaaa,bbbb"))
+    assert "8.0 (torch-1.0) to 14.0 (jax-1.0) million loop iterations/s, 75% apart" in text
+
+
 def test_combination_time_splits_each_measurement(tmp_path):
     record = dict(status="ok", framework="jax", mode="jit", model="ncf", precision="fp32",
                   measure_s=40.0, import_s=2.0, build_s=6.0,

@@ -157,16 +157,18 @@ def repeat_table(records: Sequence[Record]) -> str:
     """One combination measured in fresh processes, a row per run, then the two spreads of its
     training throughput: between the runs' means ((largest - smallest) / mean of the means) and
     within a run (the coefficient of variation over its timing windows).  The larger is the
-    smallest difference between two such measurements that can be called real (Markdown)."""
-    lines = ["| run | status | samples/s | std | within-run CV | windows x steps |",
-             "|---:|---|---:|---:|---:|---|"]
+    smallest difference between two such measurements that can be called real (Markdown); each
+    row names the host's speed before that run."""
+    lines = ["| run | status | samples/s | std | within-run CV | windows x steps | host speed |",
+             "|---:|---|---:|---:|---:|---|---:|"]
     for number, r in enumerate(records, 1):
+        speed = f"{r['host_speed']:.1f}" if r.get("host_speed") else "–"
         if r.ok:
             lines.append(f"| {number} | ok | {r.samples_per_s:.4g} | {r['samples_per_s_std']:.2g} "
                          f"| {100 * r['samples_per_s_cv']:.1f}% "
-                         f"| {r['windows']} x {r['steps_per_window']} |")
+                         f"| {r['windows']} x {r['steps_per_window']} | {speed} |")
         else:
-            lines.append(f"| {number} | {r.status} | – | – | – | – |")
+            lines.append(f"| {number} | {r.status} | – | – | – | – | {speed} |")
     means = [r.samples_per_s for r in records if r.ok]
     if len(means) < 2:
         return "\n".join(lines + ["", "Fewer than two runs finished: no run-to-run spread."])
@@ -176,4 +178,6 @@ def repeat_table(records: Sequence[Record]) -> str:
     return "\n".join(lines + [
         "", f"Mean of the runs: {sum(means) / len(means):.4g} samples/s over {len(means)} runs.",
         f"Run-to-run spread of the means: {100 * between:.1f}%; largest within-run CV: "
-        f"{100 * within:.1f}%; the larger ({larger}) is the noise to beat."])
+        f"{100 * within:.1f}%; the larger ({larger}) is the noise to beat.",
+        "Host speed: million iterations/s of a fixed Python loop on one core before each run "
+        "(fwkernels.runner.host_speed); runs at different host speeds differ by the host."])

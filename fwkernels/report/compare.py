@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.report import noise
+from fwkernels.report.model import HOST_SPEED_TOLERANCE
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -185,6 +186,13 @@ def compare(a: Side, b: Side, units: Dict[str, str], run_to_run: float = 0.0) ->
             for k in keys]
 
 
+def host_speed(side: Side) -> Optional[float]:
+    """The median host speed over the records of a side's runs (None: no record has one)."""
+    speeds = sorted(r["host_speed"] for run in side.runs for r in run.records
+                    if r.get("host_speed"))
+    return speeds[len(speeds) // 2] if speeds else None
+
+
 def _guess_unit(benchmark: str) -> str:
     if benchmark.endswith("samples_per_s"):
         return "samples/s"
@@ -227,4 +235,10 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         + f") and beyond --factor {factor:g}; figures without samples are judged by the factor "
         "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
+    speeds = [host_speed(a), host_speed(b)]
+    if all(speeds) and max(speeds) > min(speeds) * (1 + HOST_SPEED_TOLERANCE):
+        table.summary.append(
+            f"The host ran at different speeds: A {speeds[0]:.1f}, B {speeds[1]:.1f} million "
+            f"loop iterations/s ({100 * (max(speeds) / min(speeds) - 1):.0f}% apart, "
+            "fwkernels.runner.host_speed): a difference of that size may be the host's.")
     return table

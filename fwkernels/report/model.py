@@ -17,6 +17,9 @@ from fwkernels.report.results import Run, Value, run_names, select
 from fwkernels.report.table import Table
 from fwkernels.request import DEFAULT_MODE, split_target
 
+# Host speeds further apart than this are named in the report (docs/reports.md)
+HOST_SPEED_TOLERANCE = 0.10
+
 NOT_INSTALLED = "no release of it measured in this run"
 
 
@@ -120,6 +123,20 @@ class Report:
         return ("The graphs mix harness versions: " + "; ".join(
             f"fwkernels {commit} measured {', '.join(names)}"
             for commit, names in sorted(by_commit.items())) + ".")
+
+    def host_speed_note(self) -> Optional[str]:
+        """How far apart the host's speed was (``host_speed`` of the records) among the runs
+        shown, when more than HOST_SPEED_TOLERANCE: their figures differ by about as much
+        whatever the frameworks did."""
+        speeds = sorted((r["host_speed"], run.name) for run in self.history for r in run.records
+                        if r.get("host_speed"))
+        if not speeds or speeds[-1][0] <= speeds[0][0] * (1 + HOST_SPEED_TOLERANCE):
+            return None
+        (slow, slow_run), (fast, fast_run) = speeds[0], speeds[-1]
+        return (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) to "
+                f"{fast:.1f} ({fast_run}) million loop iterations/s, {100 * (fast / slow - 1):.0f}% "
+                "apart (fwkernels.runner.host_speed, taken before each measurement); compare "
+                "figures of runs taken at the same speed.")
 
     def graph_link(self, benchmark: str, target: str, model: str, precision: str,
                    root: str = "../") -> Optional[str]:

@@ -69,10 +69,10 @@ def render_markdown(table: Table) -> str:
 
 
 def header_lines(report: Report) -> List[str]:
-    note = report.harness_note()
+    notes = [note for note in (report.harness_note(), report.host_speed_note()) if note]
     return ([f"fwkernels report: machine {report.machine}, {report.commit}",
              f"device: {report.device}"] + [f"environment {line}" for line in report.environment]
-            + ([note] if note else []))
+            + notes)
 
 
 def render_report_text(report: Report) -> str:
