@@ -126,9 +126,10 @@ class Record(Mapping):
     cpu = Field[str](TEXT, "CPU model")
     device_name = Field[str](TEXT, "GPU name, where one is used")
     compile_cache = Field[str](TEXT, "how the workers' on-disk compiler caches were set")
-    host_speed = Field[float](NUMBER, "the host's speed just before the measurement: millions of "
-                              "iterations/s of a fixed pure-Python loop on one core "
-                              "(fwkernels.runner.host_speed)")
+    host_speed = Field[float](NUMBER, "the host's speed: the slower of host_speed_probes")
+    host_speed_probes = Field[list](LIST, "millions of iterations/s of a fixed pure-Python loop on "
+                                    "one core, just before and just after the measurement "
+                                    "(fwkernels.runner.host_speed)")
     fwkernels_version = Field[str](TEXT, "fwkernels' version")
     asv_commit = Field[str](TEXT, "the commit asv measured (suite records)")
     asv_env = Field[str](TEXT, "asv's environment name (suite records)")

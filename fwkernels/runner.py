@@ -34,9 +34,9 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 # A variable set by the caller is kept: a measurement against that (warm) cache.
 COMPILE_CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 EMPTY_COMPILE_CACHE = "empty per worker"  # the record's compile_cache when none is set
-# The host's speed before each measurement: a fixed pure-Python loop (the same work whatever
-# framework and numpy an environment holds). A shared host runs the same work at different
-# speeds at different hours (docs/history.md, *The host's speed*).
+# The host's speed before and after each measurement: a fixed pure-Python loop (the same work
+# whatever framework and numpy an environment holds). A shared host runs the same work at
+# different speeds at different hours (docs/history.md, *Reading the change column*).
 HOST_SPEED_LOOP = 100_000
 HOST_SPEED_SECONDS = 0.5
 
@@ -86,8 +86,9 @@ def run(request: Request, phases: Sequence[str] = PHASES, timeout_s: float = 180
         "unit": spec.unit, "samples_per_step": spec.samples_per_step(request.batch),
         "canonical_params": spec.params, "expected_params": spec.expected_params(request.framework),
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "compile_cache": compile_cache_setting(), **host_info(), "host_speed": host_speed(),
+        "compile_cache": compile_cache_setting(), **host_info(),
     }
+    probes = [host_speed()]
     start = time.perf_counter()
     for group in worker_groups(request.device, phases):
         out = _run_worker(request.worker_message(group), timeout_s)
@@ -98,6 +99,8 @@ def run(request: Request, phases: Sequence[str] = PHASES, timeout_s: float = 180
             record.setdefault("failed_phase", "+".join(group))  # the worker names it if it can
             break
     record["measure_s"] = time.perf_counter() - start  # worker processes included
+    probes.append(host_speed())
+    record.update(host_speed=min(probes), host_speed_probes=probes)
     flops = record.get("flops_per_step")
     if flops and record.get("samples_per_s"):
         record["flops_per_sample"] = flops / record["samples_per_step"]

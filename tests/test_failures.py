@@ -74,21 +74,23 @@ def test_workers_compile_into_empty_caches_unless_the_caller_sets_one(monkeypatc
     assert runner.compile_cache_setting() == "TORCHINDUCTOR_CACHE_DIR=/warm"
 
 
-def test_every_record_states_the_hosts_speed_before_its_measurement(monkeypatch):
-    """A fixed pure-Python loop, timed before the workers start: the report and compare name
-    runs taken at different speeds of a shared host."""
+def test_every_record_states_the_hosts_speed_around_its_measurement(monkeypatch):
+    """A fixed pure-Python loop, timed before the workers start and after they end; the slower
+    is the record's host speed, by which the report and compare name runs taken at different
+    speeds of a shared host."""
     from fwkernels.request import Request
 
     assert 0.1 < runner.host_speed(0.05) < 1000  # million iterations/s of one core
-    order = []
-    monkeypatch.setattr(runner, "host_speed", lambda: order.append("speed") or 12.5)
+    order, speeds = [], [12.5, 9.0]
+    monkeypatch.setattr(runner, "host_speed", lambda: order.append("speed") or speeds.pop(0))
     monkeypatch.setattr(runner, "_run_worker", lambda message, timeout_s: order.append(
         message["phases"][0]) or {"status": "ok"})
     request = Request(framework="torch", model="ncf", device="cpu", precision="fp32",
                       mode="eager", batch=2, windows=1, steps=1, window_seconds=1.0, warmup=0,
                       threads=1)
-    assert runner.run(request).host_speed == 12.5
-    assert order == ["speed", "train", "forward"]
+    record = runner.run(request)
+    assert record.host_speed == 9.0 and record["host_speed_probes"] == [12.5, 9.0]
+    assert order == ["speed", "train", "forward", "speed"]
 
 
 def test_a_failing_phase_keeps_the_figures_of_the_phases_before_it(monkeypatch, tmp_path):

@@ -317,7 +317,8 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
         r.attempted[key] = True
         r.values[key] = Value(1e4, 1e2, (1e4,))
         r.records.append(Record.new(status="ok", framework=framework, mode="eager", model="ncf",
-                                    precision="fp32", host_speed=speed))
+                                    precision="fp32", host_speed=speed,
+                                    host_speed_probes=[speed, speed]))
         return r
 
     alike = [run("a", "torch", 14.0), run("b", "jax", 15.0)]

@@ -158,7 +158,7 @@ def repeat_table(records: Sequence[Record]) -> str:
     training throughput: between the runs' means ((largest - smallest) / mean of the means) and
     within a run (the coefficient of variation over its timing windows).  The larger is the
     smallest difference between two such measurements that can be called real (Markdown); each
-    row names the host's speed before that run."""
+    row names the host's speed around that run."""
     lines = ["| run | status | samples/s | std | within-run CV | windows x steps | host speed |",
              "|---:|---|---:|---:|---:|---|---:|"]
     for number, r in enumerate(records, 1):
@@ -179,5 +179,6 @@ def repeat_table(records: Sequence[Record]) -> str:
         "", f"Mean of the runs: {sum(means) / len(means):.4g} samples/s over {len(means)} runs.",
         f"Run-to-run spread of the means: {100 * between:.1f}%; largest within-run CV: "
         f"{100 * within:.1f}%; the larger ({larger}) is the noise to beat.",
-        "Host speed: million iterations/s of a fixed Python loop on one core before each run "
-        "(fwkernels.runner.host_speed); runs at different host speeds differ by the host."])
+        "Host speed: million iterations/s of a fixed Python loop on one core, the slower of its "
+        "runs before and after each measurement (fwkernels.runner.host_speed); runs at different "
+        "host speeds differ by the host."])

@@ -133,10 +133,11 @@ class Report:
         if not speeds or speeds[-1][0] <= speeds[0][0] * (1 + HOST_SPEED_TOLERANCE):
             return None
         (slow, slow_run), (fast, fast_run) = speeds[0], speeds[-1]
-        return (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) to "
-                f"{fast:.1f} ({fast_run}) million loop iterations/s, {100 * (fast / slow - 1):.0f}% "
-                "apart (fwkernels.runner.host_speed, taken before each measurement); compare "
-                "figures of runs taken at the same speed.")
+        return (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) "
+                f"to {fast:.1f} ({fast_run}) million loop iterations/s, "
+                f"{100 * (fast / slow - 1):.0f}% apart (fwkernels.runner.host_speed, the slower "
+                "of its probes before and after each measurement); compare figures of runs "
+                "taken at the same speed.")
 
     def graph_link(self, benchmark: str, target: str, model: str, precision: str,
                    root: str = "../") -> Optional[str]:
