@@ -94,10 +94,16 @@ def checked(result: Record, release: InstalledRelease) -> Record:
     return result
 
 
-def harness_commit() -> Optional[str]:
+# What a run writes into the checkout (asv rewrites results/benchmarks.json as it starts): not
+# a change of the harness
+RUN_OUTPUTS = ("results", "records")
+
+
+def harness_commit(root: Optional[str] = None) -> Optional[str]:
     """The commit of the fwkernels checkout measuring ("+changes" with uncommitted changes to
-    tracked files); None where fwkernels is not a git checkout."""
-    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    tracked files other than the results and records a run writes); None where fwkernels is not
+    a git checkout."""
+    root = root or os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
     def git(*args: str) -> Optional[str]:
         try:
@@ -110,7 +116,9 @@ def harness_commit() -> Optional[str]:
     commit = git("rev-parse", "HEAD")
     if not commit:
         return None
-    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                  *(f":(exclude){folder}" for folder in RUN_OUTPUTS))
+    return commit + ("+changes" if changed else "")
 
 
 def _asv_commit() -> str:

@@ -137,3 +137,24 @@ def test_policy_fields_state_autotuning_on_the_gpu_and_layout_for_images():
     cpu = RunConfig(model=get_model("gnmt_v2"), batch=2, mode="eager")
     assert policy_fields(cpu, True, "X=1", "NHWC") == {
         "autotune": None, "autotune_setting": "X=1", "layout": "none"}
+
+
+def test_the_harness_commit_ignores_what_a_run_writes(tmp_path):
+    """asv rewrites results/benchmarks.json as it starts: that is no change of the harness."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+
+    for path in ("fwkernels/runner.py", "results/benchmarks.json", "records/m/r.jsonl"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-q", "-m", "c")
+    commit = suite.harness_commit(str(tmp_path))
+    assert commit and not commit.endswith("+changes")
+    (tmp_path / "results/benchmarks.json").write_text("2\n")
+    (tmp_path / "records/m/r.jsonl").write_text("2\n")
+    assert suite.harness_commit(str(tmp_path)) == commit
+    (tmp_path / "fwkernels/runner.py").write_text("2\n")
+    assert suite.harness_commit(str(tmp_path)) == commit + "+changes"
