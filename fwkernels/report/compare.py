@@ -186,7 +186,7 @@ def compare(a: Side, b: Side, units: Dict[str, str], run_to_run: float = 0.0) ->
             for k in keys]
 
 
-def host_speed(side: Side) -> Optional[float]:
+def side_host_speed(side: Side) -> Optional[float]:
     """The median host speed over the records of a side's runs (None: no record has one)."""
     speeds = sorted(r["host_speed"] for run in side.runs for r in run.records
                     if r.get("host_speed"))
@@ -235,7 +235,7 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         + f") and beyond --factor {factor:g}; figures without samples are judged by the factor "
         "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
-    speeds = [host_speed(a), host_speed(b)]
+    speeds = [side_host_speed(a), side_host_speed(b)]
     if all(speeds) and max(speeds) > min(speeds) * (1 + HOST_SPEED_TOLERANCE):
         table.summary.append(
             f"The host ran at different speeds: A {speeds[0]:.1f}, B {speeds[1]:.1f} million "
