@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.report import noise
-from fwkernels.report.model import HOST_SPEED_TOLERANCE
+from fwkernels.report.model import host_speeds_apart
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -236,9 +236,10 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
     speeds = [side_host_speed(a), side_host_speed(b)]
-    if all(speeds) and max(speeds) > min(speeds) * (1 + HOST_SPEED_TOLERANCE):
+    apart = host_speeds_apart(min(speeds), max(speeds)) if all(speeds) else None
+    if apart is not None:
         table.summary.append(
             f"The host ran at different speeds: A {speeds[0]:.1f}, B {speeds[1]:.1f} million "
-            f"loop iterations/s ({100 * (max(speeds) / min(speeds) - 1):.0f}% apart, "
-            "fwkernels.runner.host_speed): a difference of that size may be the host's.")
+            f"loop iterations/s ({apart:.0f}% apart, fwkernels.runner.host_speed): a "
+            "difference of that size may be the host's.")
     return table

@@ -17,8 +17,14 @@ from fwkernels.report.results import Run, Value, run_names, select
 from fwkernels.report.table import Table
 from fwkernels.request import DEFAULT_MODE, split_target
 
-# Host speeds further apart than this are named in the report (docs/reports.md)
+# Host speeds further apart than this are named in the report and compare (docs/reports.md)
 HOST_SPEED_TOLERANCE = 0.10
+
+
+def host_speeds_apart(slow: float, fast: float) -> Optional[float]:
+    """How far apart (percent) two host speeds are, where beyond HOST_SPEED_TOLERANCE."""
+    apart = fast / slow - 1
+    return 100 * apart if apart > HOST_SPEED_TOLERANCE else None
 
 NOT_INSTALLED = "no release of it measured in this run"
 
@@ -130,12 +136,15 @@ class Report:
         whatever the frameworks did."""
         speeds = sorted((r["host_speed"], run.name) for run in self.history for r in run.records
                         if r.get("host_speed"))
-        if not speeds or speeds[-1][0] <= speeds[0][0] * (1 + HOST_SPEED_TOLERANCE):
+        if not speeds:
             return None
         (slow, slow_run), (fast, fast_run) = speeds[0], speeds[-1]
+        apart = host_speeds_apart(slow, fast)
+        if apart is None:
+            return None
         return (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) "
                 f"to {fast:.1f} ({fast_run}) million loop iterations/s, "
-                f"{100 * (fast / slow - 1):.0f}% apart (fwkernels.runner.host_speed, the slower "
+                f"{apart:.0f}% apart (fwkernels.runner.host_speed, the slower "
                 "of its probes before and after each measurement); compare figures of runs "
                 "taken at the same speed.")
 
