@@ -306,11 +306,12 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
 
 
 def test_report_names_host_speeds_further_apart_than_the_tolerance():
-    """Records carry the host's speed before each measurement; the report's header says when the
-    runs shown were taken at speeds more than 10% apart, and stays silent otherwise."""
+    """Records carry the host's speed before and after each measurement; the report's header says
+    when the runs shown were taken at speeds more than 10% apart, and stays silent otherwise; it
+    adds how far one measurement's two probes disagreed, where more than 10%."""
     from fwkernels.report.results import Run, Value
 
-    def run(commit, framework, speed):
+    def run(commit, framework, speed, probes=None):
         r = Run(machine="cpu", commit=commit * 40, env=framework, date=1, requirements={},
                 release=f"{framework}-1.0")
         key = (THROUGHPUT, framework, "ncf", "fp32")
@@ -318,7 +319,7 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
         r.values[key] = Value(1e4, 1e2, (1e4,))
         r.records.append(Record.new(status="ok", framework=framework, mode="eager", model="ncf",
                                     precision="fp32", host_speed=speed,
-                                    host_speed_probes=[speed, speed]))
+                                    host_speed_probes=probes or [speed, speed]))
         return r
 
     alike = [run("a", "torch", 14.0), run("b", "jax", 15.0)]
@@ -327,6 +328,11 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
     apart = [run("a", "torch", 8.0), run("b", "jax", 14.0)]
     text = render_report_text(build_report(apart, "cpu", "aaaa,bbbb"))
     assert "8.0 (torch-1.0) to 14.0 (jax-1.0) million loop iterations/s, 75% apart" in text
+    assert "probes of one measurement" not in text
+    # a host whose two probes of one measurement disagree: the note gives the probe's own spread
+    unsteady = apart + [run("c", "mxnet", 9.0, probes=[13.5, 9.0])]
+    text = render_report_text(build_report(unsteady, "cpu", "aaaa,bbbb,cccc"))
+    assert "The two probes of one measurement differed by up to 50%" in text
 
 
 def test_combination_time_splits_each_measurement(tmp_path):

@@ -133,7 +133,8 @@ class Report:
     def host_speed_note(self) -> Optional[str]:
         """How far apart the host's speed was (``host_speed`` of the records) among the runs
         shown, when more than HOST_SPEED_TOLERANCE: their figures differ by about as much
-        whatever the frameworks did."""
+        whatever the frameworks did. It adds how far the two probes of one measurement
+        disagreed, where also more than the tolerance: the probe's own spread."""
         speeds = sorted((r["host_speed"], run.name) for run in self.history for r in run.records
                         if r.get("host_speed"))
         if not speeds:
@@ -142,11 +143,18 @@ class Report:
         apart = host_speeds_apart(slow, fast)
         if apart is None:
             return None
-        return (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) "
+        note = (f"The host ran at different speeds during these runs: {slow:.1f} ({slow_run}) "
                 f"to {fast:.1f} ({fast_run}) million loop iterations/s, "
                 f"{apart:.0f}% apart (fwkernels.runner.host_speed, the slower "
                 "of its probes before and after each measurement); compare figures of runs "
                 "taken at the same speed.")
+        probes = [r["host_speed_probes"] for run in self.history for r in run.records
+                  if len(r.get("host_speed_probes") or []) > 1 and min(r["host_speed_probes"]) > 0]
+        within = max((host_speeds_apart(min(p), max(p)) or 0.0 for p in probes), default=0.0)
+        if within:
+            note += (f" The two probes of one measurement differed by up to {within:.0f}%: "
+                     "differences of host speed smaller than that are the probe's own spread.")
+        return note
 
     def graph_link(self, benchmark: str, target: str, model: str, precision: str,
                    root: str = "../") -> Optional[str]:
