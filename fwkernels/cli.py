@@ -1,7 +1,7 @@
 """The ``fwkernels`` command line: every subcommand is registered here.
 
     list, measure, sweep, render, loss-curve                   measuring
-    report, compare, widen-grids                               asv results
+    report, compare, widen-grids, asv-machine                  asv results
     combination-time, framework-ratio, internal-memory, noise  records files
 """
 from __future__ import annotations
@@ -289,6 +289,22 @@ def cmd_widen_grids(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_asv_machine(args: argparse.Namespace) -> int:
+    # asv 0.6.6's `asv machine --yes --machine NAME` stores the name alone (given options too, it
+    # keeps only those that differ from what it detects: airspeed-velocity/asv#944), so each
+    # results/NAME/machine.json and the site would lose the processor, cores and memory
+    try:
+        from asv.machine import Machine, MachineCollection
+    except ImportError:
+        print("fwkernels asv-machine needs asv (requirements-tools.txt)", file=sys.stderr)
+        return EXIT_INVALID
+    info = dict(Machine.get_defaults(), machine=args.name)
+    MachineCollection.save(args.name, info)
+    print(f"asv machine {args.name}: " + ", ".join(f"{k} {v}" for k, v in info.items()
+                                                   if k != "machine"))
+    return 0
+
+
 def cmd_combination_time(args: argparse.Namespace) -> int:
     print(analysis.combination_time(measured_by(record.read_all(args.records), args.measured_by)))
     return 0
@@ -471,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "cover every stored result (run before `asv publish`)")
     p.add_argument("results", nargs="?", default="results", help="asv results directory")
     p.set_defaults(func=cmd_widen_grids)
+
+    p = sub.add_parser("asv-machine", help="describe this machine to asv under NAME, with the "
+                       "system, processor, cores and memory asv detects (for `asv run --machine`)")
+    p.add_argument("name", help="asv machine name, e.g. amd-epyc-2core")
+    p.set_defaults(func=cmd_asv_machine)
 
     p = sub.add_parser("combination-time", help="where each framework's measurement time went "
                        "(import, build, warm-up, FLOPs, windows), from records files",

@@ -32,7 +32,7 @@ if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
 fi
 asv=("$python" -m asv)
 config="asv.existing.conf.json"  # beside asv.conf.json, so that its relative paths hold
-"${asv[@]}" machine --yes --machine "$FWKERNELS_MACHINE"
+"$python" -m fwkernels asv-machine "$FWKERNELS_MACHINE"
 for release in "$@"; do
     commit="$(git -C .asv/ledger rev-parse --verify --quiet "$release^{commit}")" || {
         echo "$release is not a release of the ledger (.asv/ledger): fwkernels ledger commits --tags" >&2

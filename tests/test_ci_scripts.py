@@ -493,5 +493,6 @@ def test_bench_runs_with_nothing_set(tmp_path, profile, last) -> None:
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert f"fwkernels ledger commits --last {last}" in calls
+    assert any(c.startswith("fwkernels asv-machine ") for c in calls)
     assert any(c.startswith("asv run") and "HASHFILE:.asv/ledger-commits" in c for c in calls)
     assert calls[-1].startswith("fwkernels report")

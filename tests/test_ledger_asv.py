@@ -77,17 +77,24 @@ def test_asv_installs_each_release_and_records_results_per_commit(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps(conf))
     with registry:
+        # HOME: asv keeps its machines in ~/.asv-machine.json; a fresh one, as on a new runner
         env = dict(os.environ, PIP_EXTRA_INDEX_URL=registry.simple, FWKERNELS_MACHINE="ledger-test",
-                   FWKERNELS_RECORDS_DIR=str(tmp_path / "records"))
+                   FWKERNELS_RECORDS_DIR=str(tmp_path / "records"), HOME=str(tmp_path))
 
         def asv(*args):
             return subprocess.run([sys.executable, "-m", "asv", "--config", str(config), *args],
                                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
-        assert asv("machine", "--yes", "--machine", "ledger-test").returncode == 0
+        machine = subprocess.run([sys.executable, "-m", "fwkernels", "asv-machine", "ledger-test"],
+                                 cwd=ROOT, env=env, capture_output=True, text=True)
+        assert machine.returncode == 0, machine.stderr
         first = asv("run", "NEW", "--machine", "ledger-test", "--show-stderr")
         again = asv("run", "NEW", "--machine", "ledger-test", "--show-stderr")
     output = first.stdout + first.stderr
+    # the machine as the site shows it: asv's `machine --yes` alone would leave only its name
+    with open(tmp_path / "results" / "ledger-test" / "machine.json") as f:
+        described = json.load(f)
+    assert described["num_cpu"] == str(os.cpu_count()) and described["cpu"] and described["ram"]
     assert "fwkernels-standin 1.1.0" not in output or "failed to install" in output, output
     assert "standin 1.1.0 failed to install" in output, output[-3000:]
 
