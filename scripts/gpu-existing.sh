@@ -8,7 +8,8 @@
 # The ledger (.asv/ledger) must be built (`fwkernels ledger build`, which needs gitpython; build it
 # elsewhere and copy it when that Python has none). Profile: FWKERNELS_* variables as in
 # benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda here); ASV_MACHINE names the machine
-# (default: hostname). asv names an existing environment after its interpreter's path; the results
+# (default: hostname); FWKERNELS_PUBLISH=0 leaves out the site and the report (a run in slices
+# publishes once, after its last slice). asv names an existing environment after its interpreter's path; the results
 # are folded into one environment per Python version, existing-py<X.Y>, so that the site's legend
 # holds one entry per release. asv runs the benchmarks with its own PYTHONPATH, so fwkernels is
 # installed (editable, no dependencies, no download) into that Python first.
@@ -53,7 +54,9 @@ EOF
         --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
 done
 "$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"
-"$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
-"${asv[@]}" publish
-"$python" -m fwkernels report --results results --machine "$FWKERNELS_MACHINE"
+if [ "${FWKERNELS_PUBLISH:-1}" != 0 ]; then
+    "$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
+    "${asv[@]}" publish
+    "$python" -m fwkernels report --results results --machine "$FWKERNELS_MACHINE"
+fi
 exit "${status:-0}"
