@@ -63,7 +63,8 @@ def _progress(r: Mapping[str, Any]) -> str:
 
 
 def _number(value: float, digits: int = 4) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
+    # whole numbers from 10**digits on, where the g format would turn to an exponent
+    return f"{value:,.0f}" if abs(value) >= min(1000, 10 ** digits) else f"{value:.{digits}g}"
 
 
 def _mib(value: Any) -> str:

@@ -151,3 +151,6 @@ def test_sweep_table_names_the_framework_where_it_holds_several():
     assert "| 100.0 | 100.0 | – | 1 / – |" in row
     warm = dict(base, compile_cache="TORCHINDUCTOR_CACHE_DIR=/warm")
     assert "| jit (TORCHINDUCTOR_CACHE_DIR=/warm) |" in markdown([warm], "")
+    # a spread of hundreds is written out, not as 6e+02
+    wide = dict(base, samples_per_s=7102.6, samples_per_s_std=595.3)
+    assert "| 7,103 ± 595 samples/s |" in markdown([wide], "")
