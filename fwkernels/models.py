@@ -85,6 +85,11 @@ _ONE_BIAS_LSTM = (
 VGG_A = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 VGG_19 = [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M",
           512, 512, 512, 512, "M", 512, 512, 512, 512, "M"]
+# torchvision's ResNet-50 stages (bottleneck width, blocks, stride of the first block) and
+# MobileNet v2's inverted residuals (expansion t, channels c, repeats n, first stride s; width 1.0)
+RESNET50_STAGES = [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]
+MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1)]
 # (1x1, (3x3 reduce, 3x3), (5x5 reduce, 5x5), pool projection) per inception block
 GOOGLENET_BLOCKS = [
     (64, (96, 128), (16, 32), 32), (128, (128, 192), (32, 96), 64), "M",

@@ -62,3 +62,77 @@ def test_exhaustive_search_is_the_default_and_absent_without_cudnn(paddle_backen
         assert settings["autotune_setting"] == "FLAGS_cudnn_exhaustive_search=True"
     assert settings["layout"] == "NCHW"
     assert "CUDA only" in paddle_backend.unsupported_reason(replace(config, mode="untuned"))
+
+
+def test_the_layout_follows_the_policy(paddle_backend):
+    """NHWC for a convolutional network at tf32 and bf16 on a GPU (not in mode "untuned"); NCHW
+    everywhere else (docs/fairness.md, *Layout*)."""
+    from fwkernels.frameworks.paddle.backend import layout
+
+    def at(model, device="cuda", precision="bf16", mode="dynamic"):
+        return layout(RunConfig(model=get_model(model), batch=2, device=device,
+                                precision=precision, mode=mode))
+
+    assert at("resnet50") == at("googlenet", precision="tf32") == at("vgg19", mode="static") == "NHWC"
+    assert at("resnet50", precision="fp32") == at("resnet50", device="cpu") == "NCHW"
+    assert at("resnet50", mode="untuned") == at("ncf") == at("gnmt_v2") == "NCHW"
+
+
+def _same_weights(source, target, flat_map=None) -> None:
+    """Copy source's parameters and buffers into target (the same model in the other layout);
+    ``flat_map`` (channels, height, width) reorders the first linear layer's rows from a
+    flattened NCHW map to a flattened NHWC one."""
+    import numpy as np
+
+    pairs = list(zip(source.state_dict().values(), target.state_dict().values()))
+    first_linear = flat_map and next(i for i, (s, _) in enumerate(pairs)
+                                     if s.shape[:1] == [int(np.prod(flat_map))] and len(s.shape) == 2)
+    for i, (s, t) in enumerate(pairs):
+        value = s.numpy()
+        if i == first_linear:
+            c, h, w = flat_map
+            value = value.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(c * h * w, -1)
+        t.set_value(value)
+
+
+@pytest.mark.parametrize("model,flat_map", [("resnet50", None), ("mobilenet_v2", None),
+                                            ("googlenet", None), ("alexnet", (256, 6, 6))])
+def test_nhwc_models_compute_what_nchw_models_do(paddle_backend, model, flat_map):
+    """The same weights give the same outputs in both layouts (convolutions, batch norm, the
+    pools, inception's concatenation, the flattened map): the NHWC path is the same function."""
+    import numpy as np
+    import paddle
+
+    from fwkernels.frameworks.paddle.models import build
+
+    nchw, nhwc = build(model, "NCHW"), build(model, "NHWC")
+    _same_weights(nchw, nhwc, flat_map)
+    nchw.eval()
+    nhwc.eval()
+    shape = get_model(model).input_shapes(2, small=True)["image"]
+    images = np.random.default_rng(0).normal(size=shape).astype("float32")
+    with paddle.no_grad():
+        want = nchw(paddle.to_tensor(images)).numpy()
+        got = nhwc(paddle.to_tensor(images.transpose(0, 2, 3, 1))).numpy()
+    assert np.abs(got - want).max() <= 1e-4 * max(1.0, np.abs(want).max())
+
+
+def test_the_reference_initialisation(paddle_backend):
+    """torchvision's He normal (fan out) convolutions with zero biases and N(0, 0.01) classifiers
+    for VGG-19 and MobileNet v2 (docs/models.md, *Initialisation*), depthwise included."""
+    import numpy as np
+    from paddle import nn
+
+    from fwkernels.frameworks.paddle.models import build
+
+    for model in ("vgg19", "mobilenet_v2"):
+        for layer in build(model).sublayers():
+            if isinstance(layer, (nn.Conv2D, nn.Linear)):
+                weight = layer.weight.numpy()
+                if isinstance(layer, nn.Conv2D):
+                    cout, _, kh, kw = weight.shape
+                    expected = (2.0 / (cout * kh * kw)) ** 0.5
+                else:
+                    expected = 0.01
+                assert np.std(weight) == pytest.approx(expected, rel=0.1), (model, weight.shape)
+                assert layer.bias is None or not np.any(layer.bias.numpy())

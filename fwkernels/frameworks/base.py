@@ -188,6 +188,14 @@ def untuned_reason(config: RunConfig) -> Optional[str]:
     return None
 
 
+def tensor_cores_take_nhwc(config: RunConfig) -> bool:
+    """The fairness policy's layout rule (docs/fairness.md, *Layout*): a convolutional network at
+    tf32 or bf16 on a GPU, where Tensor Cores take NHWC, runs channels-last in the default mode
+    of every framework that lets the user choose."""
+    return ("image" in config.model.inputs and config.device == "cuda"
+            and config.precision in ("tf32", "bf16"))
+
+
 def policy_fields(config: RunConfig, autotune: bool, setting: str,
                   layout: str) -> Dict[str, object]:
     """``autotune``, ``autotune_setting`` and ``layout`` of a record: autotuning means cuDNN's

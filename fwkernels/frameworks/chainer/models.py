@@ -18,17 +18,19 @@ import chainer.links as L  # noqa: E402
 from chainer import initializers  # noqa: E402
 
 from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB,  # noqa: E402
-                              NCF_ITEMS, NCF_USERS, VGG_19, Conv, InceptionBlock, Pool, realize,
-                              vgg_plan)
+                              MOBILENET_V2, NCF_ITEMS, NCF_USERS, RESNET50_STAGES, VGG_19, Conv,
+                              InceptionBlock, Pool, realize, vgg_plan)
 
 # The PyTorch reference's initial weights: PyTorch's default U(+-1/sqrt(fan in)) for
 # convolutions and linear layers; torchvision's He normal (fan out) convolutions and N(0, 0.01)
-# classifiers for VGG-19, ResNet-50 and MobileNet v2; MLPerf GNMT's U(-0.1, 0.1) for embeddings
-# and LSTMs.  Biases start at zero (Chainer's rule; PyTorch draws them), BatchNorm gamma 1, beta 0.
+# classifiers for VGG-19, ResNet-50 and MobileNet v2; PyTorch's N(0, 1) for NCF's embeddings;
+# MLPerf GNMT's U(-0.1, 0.1) for GNMT v2's embeddings and LSTMs (their biases too).  Other biases
+# start at zero (Chainer's rule; PyTorch draws them), BatchNorm gamma 1, beta 0.
 TORCH_DEFAULT = initializers.LeCunUniform(scale=1 / math.sqrt(3))  # bound scale * sqrt(3 / fan in)
 HE_FAN_OUT = initializers.HeNormal(fan_option="fan_out")
 SMALL_NORMAL = initializers.Normal(0.01)
 UNIFORM = initializers.Uniform(0.1)
+STANDARD_NORMAL = initializers.Normal(1.0)
 
 
 def _conv(cin: int, cout: int, kernel: int, stride: int = 1, pad: int = 0, groups: int = 1,
@@ -138,7 +140,7 @@ class Bottleneck(chainer.Chain):
 def resnet50() -> chainer.Sequential:
     net = [*_conv_bn(3, 64, 7, 2), F.relu, max_pool(3, 2, 1)]
     channels = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+    for width, blocks, stride in RESNET50_STAGES:
         for i in range(blocks):
             net.append(Bottleneck(channels, width, stride if i == 0 else 1))
             channels = width * Bottleneck.expansion
@@ -161,11 +163,6 @@ class InvertedResidual(chainer.Chain):
 
     def forward(self, x: chainer.Variable) -> chainer.Variable:
         return x + self.body(x) if self.use_residual else self.body(x)
-
-
-# expansion t, channels c, repeats n, first stride s (torchvision, width 1.0)
-MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
 def mobilenet_v2() -> chainer.Sequential:
@@ -197,10 +194,10 @@ class NCF(chainer.Chain):
                  mlp_sizes: Sequence[int] = (256, 256, 128, 64)) -> None:
         super().__init__()
         with self.init_scope():
-            self.mf_user = L.EmbedID(users, mf_dim, initialW=UNIFORM)
-            self.mf_item = L.EmbedID(items, mf_dim, initialW=UNIFORM)
-            self.mlp_user = L.EmbedID(users, mlp_sizes[0] // 2, initialW=UNIFORM)
-            self.mlp_item = L.EmbedID(items, mlp_sizes[0] // 2, initialW=UNIFORM)
+            self.mf_user = L.EmbedID(users, mf_dim, initialW=STANDARD_NORMAL)
+            self.mf_item = L.EmbedID(items, mf_dim, initialW=STANDARD_NORMAL)
+            self.mlp_user = L.EmbedID(users, mlp_sizes[0] // 2, initialW=STANDARD_NORMAL)
+            self.mlp_item = L.EmbedID(items, mlp_sizes[0] // 2, initialW=STANDARD_NORMAL)
             self.mlp = chainer.Sequential(*[f for cin, cout in zip(mlp_sizes[:-1], mlp_sizes[1:])
                                             for f in (_linear(cin, cout), F.relu)])
             self.final = _linear(mf_dim + mlp_sizes[-1], 1)

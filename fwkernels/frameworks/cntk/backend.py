@@ -18,8 +18,9 @@ import numpy
 from fwkernels.frameworks import base
 from fwkernels.frameworks.base import RunConfig
 from fwkernels.frameworks.cntk import runtime
-from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB, NCF_ITEMS,
-                              NCF_USERS, VGG_19, InceptionBlock, ModelSpec, vgg_plan)
+from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB, MOBILENET_V2,
+                              NCF_ITEMS, NCF_USERS, RESNET50_STAGES, VGG_19, InceptionBlock,
+                              ModelSpec, vgg_plan)
 
 
 def plan_json(plan: List[object]) -> List[Dict[str, Any]]:
@@ -44,6 +45,10 @@ def model_description(spec: ModelSpec, batch: int = 1, small: bool = False) -> D
         description["features"] = plan_json(ALEXNET_FEATURES)
     elif spec.name == "vgg19":
         description["features"] = plan_json(vgg_plan(VGG_19))
+    elif spec.name == "resnet50":
+        description["stages"] = RESNET50_STAGES
+    elif spec.name == "mobilenet_v2":
+        description["inverted_residuals"] = MOBILENET_V2
     elif spec.name == "gnmt_v2":
         description.update(vocab=GNMT_VOCAB, hidden=GNMT_HIDDEN)
     elif spec.name == "ncf":

@@ -2,10 +2,10 @@
 3.6 in the CNTK process: numpy and cntk only, no fwkernels import).
 
 The layer plans (AlexNet's and the VGGs' features, the convnet-benchmarks models, GoogLeNet's
-inception blocks) come from fwkernels/models.py, sent by the backend as plain JSON in the model
-description (``backend.model_description``); ResNet-50's and MobileNet v2's tables are here, as
-in every backend.  Layout NCHW (CNTK's (C, H, W) samples on its batch axis).  Each builder takes
-the description and the input variables and returns the output Function.
+inception blocks, ResNet-50's stages and MobileNet v2's inverted residuals) come from
+fwkernels/models.py, sent by the backend as plain JSON in the model description
+(``backend.model_description``).  Layout NCHW (CNTK's (C, H, W) samples on its batch axis).
+Each builder takes the description and the input variables and returns the output Function.
 """
 import math
 
@@ -13,8 +13,9 @@ import cntk as C
 
 # The PyTorch reference's initial weights, by layer kind: PyTorch's default U(+-1/sqrt(fan in))
 # for convolutions and linear layers; torchvision's He normal (fan out) convolutions and N(0, 0.01)
-# classifiers for VGG-19, ResNet-50 and MobileNet v2; MLPerf GNMT's U(-0.1, 0.1) for embeddings and
-# LSTMs.  Biases start at zero, BatchNorm gamma 1 and beta 0 (as in the MXNet and Chainer backends).
+# classifiers for VGG-19, ResNet-50 and MobileNet v2; PyTorch's N(0, 1) for NCF's embeddings; MLPerf
+# GNMT's U(-0.1, 0.1) for GNMT v2's embeddings and LSTMs.  Biases start at zero, BatchNorm gamma 1
+# and beta 0 (as in the MXNet and Chainer backends).
 TORCH_DEFAULT, HE_FAN_OUT, SMALL_NORMAL = "torch_default", "he_fan_out", "small_normal"
 
 
@@ -30,7 +31,8 @@ def conv(x, cin, cout, kernel, stride=1, padding=0, groups=1, bias=True, init=TO
     """A 2-D convolution padded as PyTorch pads: CNTK's auto padding where it gives the same
     output size (padding (k-1)/2), an explicit C.pad otherwise (AlexNet's first layer, and a map
     smaller than the kernel, which CNTK refuses to auto-pad: the tests' small inputs)."""
-    fan_in, fan_out = cin // groups * kernel * kernel, cout // groups * kernel * kernel
+    # PyTorch's fans of a (cout, cin / groups, k, k) weight: fan out counts every output channel
+    fan_in, fan_out = cin // groups * kernel * kernel, cout * kernel * kernel
     weight = C.parameter((cout, cin // groups, kernel, kernel),
                          init=initializer(init, fan_in, fan_out))
     auto = padding > 0 and 2 * padding == kernel - 1 and min(x.shape[1:]) >= kernel
@@ -127,7 +129,7 @@ def resnet50(description, image):
     batch = description["batch"]
     x = max_pool(C.relu(conv_bn(image, 3, 64, 7, 2, batch)), 3, 2, 1)
     channels = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+    for width, blocks, stride in description["stages"]:
         for i in range(blocks):
             x = bottleneck(x, channels, width, stride if i == 0 else 1, batch)
             channels = width * 4
@@ -136,11 +138,6 @@ def resnet50(description, image):
 
 def relu6(x):
     return C.clip(x, 0.0, 6.0)
-
-
-# expansion t, channels c, repeats n, first stride s (torchvision, width 1.0)
-MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
 def inverted_residual(x, cin, cout, stride, expand, batch):
@@ -155,7 +152,7 @@ def mobilenet_v2(description, image):
     batch = description["batch"]
     x = relu6(conv_bn(image, 3, 32, 3, 2, batch))
     channels = 32
-    for t, c, n, s in MOBILENET_V2:
+    for t, c, n, s in description["inverted_residuals"]:
         for i in range(n):
             x = inverted_residual(x, channels, c, s if i == 0 else 1, t, batch)
             channels = c
@@ -178,7 +175,7 @@ def embedding(ids, rows, width):
     """An embedding table read with C.gather: its gradient is dense, as PyTorch's nn.Embedding's
     (CNTK's own Embedding layer multiplies a sparse one-hot input, and its learners cannot add
     weight decay to the sparse gradient that gives: "ScaleAndAdd: Feature Not Implemented")."""
-    table = C.parameter((rows, width), init=C.initializer.uniform(0.1))
+    table = C.parameter((rows, width), init=C.initializer.normal(1.0))  # PyTorch's N(0, 1)
     return C.reshape(C.gather(table, ids), (width,))
 
 

@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
-                              VGG_19, VGG_A)
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, MOBILENET_V2, NCF_ITEMS,
+                              NCF_USERS, RESNET50_STAGES, VGG_19, VGG_A)
 
 Dtype = Any
 PARAM_DTYPE = jnp.float32
@@ -179,15 +179,10 @@ class ResNet50(nn.Module):
     def __call__(self, image: jax.Array, train: bool = False) -> jax.Array:
         conv = conv2d(64, 7, 2, 3, dtype=self.dtype, use_bias=False, kernel_init=kaiming_fan_out)
         x = max_pool(nn.relu(batch_norm(train, self.dtype)(conv(image))), 3, 2, 1)
-        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for width, blocks, stride in RESNET50_STAGES:
             for i in range(blocks):
                 x = Bottleneck(width, stride if i == 0 else 1, self.dtype)(x, train)
         return dense(1000, dtype=self.dtype)(jnp.mean(x, axis=(1, 2)))
-
-
-# (expansion t, output channels c, repeats n, first stride s), torchvision's table
-MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
-                (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
 class ConvBNReLU6(nn.Module):

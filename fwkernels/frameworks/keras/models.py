@@ -33,8 +33,8 @@ import numpy as np
 from keras import layers, ops
 
 from fwkernels.frameworks.base import LABEL_SMOOTHING
-from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, NCF_ITEMS, NCF_USERS,
-                              VGG_19, VGG_A, ModelSpec, get_model)
+from fwkernels.models import (GNMT_HIDDEN, GNMT_VOCAB, GOOGLENET_BLOCKS, MOBILENET_V2, NCF_ITEMS,
+                              NCF_USERS, RESNET50_STAGES, VGG_19, VGG_A, ModelSpec, get_model)
 
 BN_EPSILON = 1e-5  # PyTorch's BatchNorm defaults
 BN_MOMENTUM = 0.9  # Keras: momentum * old + (1 - momentum) * new; PyTorch's 0.1 is the new share
@@ -218,7 +218,7 @@ def bottleneck(x, width: int, stride: int):
 def resnet50(x):
     x = layers.ReLU()(batch_norm(linear_conv(x, 64, 7, 2, 3)))
     x = max_pool(x, 3, 2, 1)
-    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+    for width, blocks, stride in RESNET50_STAGES:
         for i in range(blocks):
             x = bottleneck(x, width, stride if i == 0 else 1)
     x = layers.GlobalAveragePooling2D()(x)
@@ -239,11 +239,6 @@ def inverted_residual(x, channels: int, stride: int, expand: int):
     y = layers.ReLU(6.0)(batch_norm(y))
     y = batch_norm(linear_conv(y, channels, 1))
     return layers.Add()([x, y]) if stride == 1 and x.shape[-1] == channels else y
-
-
-# (expansion t, channels c, repeats n, first stride s), torchvision's MobileNetV2 width 1.0
-MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
 def mobilenet_v2(x):

@@ -37,7 +37,8 @@ SMALL_NORMAL_CLASSIFIERS = {"vgg19", "mobilenet_v2"}
 @mx.init.register
 class ReferenceInit(mx.init.Initializer):
     """The PyTorch reference's initial weights, by layer kind: torchvision's choices above, else
-    PyTorch's default U(+-1/sqrt(fan in)); MLPerf GNMT's U(-0.1, 0.1) for embeddings and LSTMs.
+    PyTorch's default U(+-1/sqrt(fan in)); PyTorch's N(0, 1) for NCF's embeddings; MLPerf GNMT's
+    U(-0.1, 0.1) for GNMT v2's embeddings and LSTMs.
     Gluon's name rules zero the biases and beta and set gamma to 1 (PyTorch draws biases)."""
 
     def __init__(self, model: str) -> None:
@@ -49,6 +50,8 @@ class ReferenceInit(mx.init.Initializer):
              he_fan_out if model in HE_FAN_OUT_CONVOLUTIONS else torch_default),
             (re.compile(r".*dense\d+_weight$"),
              mx.init.Normal(0.01) if model in SMALL_NORMAL_CLASSIFIERS else torch_default),
+            (re.compile(r".*embedding\d+_weight$"),
+             mx.init.Normal(1.0) if model == "ncf" else mx.init.Uniform(0.1)),
             (re.compile(".*"), mx.init.Uniform(0.1)),
         ]
 

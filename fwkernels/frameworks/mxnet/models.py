@@ -14,7 +14,8 @@ from fwkernels.frameworks.mxnet.runtime import mx  # first: MXNet's settings fix
 from mxnet.gluon import HybridBlock, nn, rnn  # noqa: E402
 
 from fwkernels.models import (ALEXNET_FEATURES, CONVNETS, GNMT_HIDDEN, GNMT_VOCAB,  # noqa: E402
-                              NCF_ITEMS, NCF_USERS, VGG_19, InceptionBlock, realize, vgg_plan)
+                              MOBILENET_V2, NCF_ITEMS, NCF_USERS, RESNET50_STAGES, VGG_19,
+                              InceptionBlock, realize, vgg_plan)
 
 
 def _conv_relu(cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0) -> nn.Conv2D:
@@ -114,7 +115,7 @@ class Bottleneck(HybridBlock):
 def resnet50() -> nn.HybridSequential:
     layers = [*_conv_bn(3, 64, 7, 2), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1)]
     channels = 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+    for width, blocks, stride in RESNET50_STAGES:
         for i in range(blocks):
             layers.append(Bottleneck(channels, width, stride if i == 0 else 1))
             channels = width * Bottleneck.expansion
@@ -139,11 +140,6 @@ class InvertedResidual(HybridBlock):
 
     def hybrid_forward(self, F, x):
         return x + self.body(x) if self.use_residual else self.body(x)
-
-
-# expansion t, channels c, repeats n, first stride s (torchvision, width 1.0)
-MOBILENET_V2 = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 
 
 def mobilenet_v2() -> nn.HybridSequential:

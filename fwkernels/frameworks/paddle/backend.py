@@ -1,7 +1,8 @@
-"""PaddlePaddle backend: dynamic graph (default) or ``paddle.jit.to_static``; NCHW layout.
+"""PaddlePaddle backend: dynamic graph (default) or ``paddle.jit.to_static``.
 
-cuDNN's exhaustive algorithm search is on in both (docs/fairness.md); mode "untuned" is the
-dynamic graph with Paddle's out-of-the-box heuristics.
+cuDNN's exhaustive algorithm search is on in both, and convolutional networks at tf32 and bf16
+on a GPU run in the NHWC layout (docs/fairness.md); mode "untuned" is the dynamic graph with
+Paddle's out-of-the-box heuristics and layout (NCHW).
 
 Mode "static" converts forward + loss with the default ``paddle.jit.to_static``
 (backward and the optimizer update stay outside: ``to_static(full_graph=True)``
@@ -33,6 +34,11 @@ def loss_function(spec: ModelSpec):
     return lambda logits, labels: F.cross_entropy(logits.astype("float32"), labels)
 
 
+def layout(config: RunConfig) -> str:
+    """NHWC where the fairness policy asks for channels-last, except in mode "untuned"."""
+    return "NHWC" if config.mode != base.UNTUNED and base.tensor_cores_take_nhwc(config) else "NCHW"
+
+
 def trainable(layer: paddle.nn.Layer) -> List[paddle.Tensor]:
     return [p for p in layer.parameters() if not p.stop_gradient]
 
@@ -44,11 +50,12 @@ class PaddleWorkload(base.Workload):
         paddle.seed(config.seed)
         runtime.apply_precision(config.precision)
         self.autotune = runtime.set_cudnn_autotune(config.mode != base.UNTUNED)
-        self.model = build_layer(config.model.name)
+        self.layout = layout(config)
+        self.model = build_layer(config.model.name, self.layout)
         self.model.train()
         self.params = sum(int(p.numel()) for p in trainable(self.model))
         self.inputs, self.labels = base.synthetic_batch(
-            config, convert=lambda a: paddle.to_tensor(base.int64_ids(a)))
+            config, layout=self.layout, convert=lambda a: paddle.to_tensor(base.int64_ids(a)))
         loss_fn = loss_function(config.model)
 
         def compute_loss(inputs: tuple, labels: paddle.Tensor) -> paddle.Tensor:
@@ -116,7 +123,7 @@ class PaddleWorkload(base.Workload):
     def policy_settings(self) -> Dict[str, object]:
         setting = (f"{runtime.AUTOTUNE_FLAG}={self.autotune}" if self.autotune is not None
                    else f"{runtime.AUTOTUNE_FLAG} absent (a build without cuDNN)")
-        return base.policy_fields(self.config, bool(self.autotune), setting, "NCHW")
+        return base.policy_fields(self.config, bool(self.autotune), setting, self.layout)
 
     def peak_memory_bytes(self) -> Optional[int]:
         return runtime.peak_memory_bytes(self.config.device)

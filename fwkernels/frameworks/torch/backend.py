@@ -70,9 +70,8 @@ def channels_last(config: RunConfig) -> bool:
     a GPU, where Tensor Cores take NHWC (docs/fairness.md, *Layout*)."""
     if "image" not in config.model.inputs:
         return False
-    reduced_on_gpu = config.device == "cuda" and config.precision in ("tf32", "bf16")
     default = config.mode == get_framework("torch").default_mode
-    return config.mode in CHANNELS_LAST_MODES or (default and reduced_on_gpu)
+    return config.mode in CHANNELS_LAST_MODES or (default and base.tensor_cores_take_nhwc(config))
 
 
 class TorchWorkload(base.Workload):
