@@ -9,10 +9,11 @@
 # elsewhere and copy it when that Python has none). Profile: FWKERNELS_* variables as in
 # benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda here); ASV_MACHINE names the machine
 # (default: hostname); FWKERNELS_PUBLISH=0 leaves out the site and the report (a run in slices
-# publishes once, after its last slice). asv names an existing environment after its interpreter's path; the results
-# are folded into one environment per Python version, existing-py<X.Y>, so that the site's legend
-# holds one entry per release. asv runs the benchmarks with its own PYTHONPATH, so fwkernels is
-# installed (editable, no dependencies, no download) into that Python first.
+# publishes once, after its last slice). asv names an existing environment after its
+# interpreter's path; the results are folded into one environment per Python version,
+# existing-py<X.Y>, so that the site's legend holds one entry per release. asv runs the
+# benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no dependencies, no
+# download) into that Python first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -lt 2 ]; then
