@@ -9,11 +9,12 @@
 # elsewhere and copy it when that Python has none). Profile: FWKERNELS_* variables as in
 # benchmarks/training.py (FWKERNELS_DEVICE defaults to cuda here); ASV_MACHINE names the machine
 # (default: hostname); FWKERNELS_PUBLISH=0 leaves out the site and the report (a run in slices
-# publishes once, after its last slice). asv names an existing environment after its
-# interpreter's path; the results are folded into one environment per Python version,
-# existing-py<X.Y>, so that the site's legend holds one entry per release. asv runs the
-# benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no dependencies, no
-# download) into that Python first.
+# publishes once, after its last slice); FWKERNELS_FOLD=0 leaves out the fold too, for result
+# files folded where they are brought back (`fwkernels ledger fold`). asv names an existing
+# environment after its interpreter's path; the results are folded into one environment per
+# Python version, existing-py<X.Y>, so that the site's legend holds one entry per release. asv
+# runs the benchmarks with its own PYTHONPATH, so fwkernels is installed (editable, no
+# dependencies, no download) into that Python first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$#" -lt 2 ]; then
@@ -54,6 +55,9 @@ EOF
         "${asv[@]}" --config "$config" run -E "existing:$python" --set-commit-hash "$commit" \
         --machine "$FWKERNELS_MACHINE" --record-samples --show-stderr || status=$?
 done
+if [ "${FWKERNELS_FOLD:-1}" = 0 ]; then
+    exit "${status:-0}"
+fi
 "$python" -m fwkernels ledger fold --machine "$FWKERNELS_MACHINE" --env "$env_name"
 if [ "${FWKERNELS_PUBLISH:-1}" != 0 ]; then
     "$python" -m fwkernels widen-grids results  # keep earlier calls' results in the site
