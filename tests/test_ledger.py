@@ -437,6 +437,41 @@ def test_fold_moves_results_of_fwkernels_commits_to_their_releases(tmp_path):
     assert again == []  # folded already
 
 
+def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
+    """A slice run elsewhere and brought back unfolded (scripts/gpu-existing.sh, FWKERNELS_FOLD=0):
+    its measured cells replace the folded ones, its skipped cells (NaN) leave them as they were."""
+    from fwkernels.ledger.fold import COLUMNS, fold
+    from fwkernels.report.results import load_result_file
+
+    path = fixture_results(tmp_path, TWO_FRAMEWORKS)
+    ledger = str(tmp_path / ".asv" / "ledger")
+    args = (str(tmp_path / "results"), str(tmp_path / "records"), "cpu-fixture",
+            "virtualenv-py3.11", releases.load(path), ledger)
+    folded = fold(*args)[0]
+    before = load_result_file(folded)
+    result, started = COLUMNS.index("result"), COLUMNS.index("started_at")
+    benchmark = "training.Training.track_samples_per_s"
+    cells = before["results"][benchmark][result]
+    measured, skipped = [i for i, v in enumerate(cells) if v is not None][:2]
+    later = json.loads(json.dumps(before))
+    later["env_name"] = "existing-py_opt_fwk_slice_bin_python"
+    for columns in later["results"].values():
+        columns[started] = (columns[started] or 0) + 1000
+        if columns[result]:
+            columns[result] = [float("nan")] * len(columns[result])
+    later["results"][benchmark][result][measured] = cells[measured] * 2
+    stem = os.path.basename(folded).split("-")[0]
+    slice_path = tmp_path / "results" / "cpu-fixture" / f"{stem}-{later['env_name']}.json"
+    slice_path.write_text(json.dumps(later))
+    assert folded in fold(*args)
+    after = load_result_file(folded)["results"][benchmark][result]
+    assert after[measured] == cells[measured] * 2
+    assert after[skipped] == cells[skipped]
+    assert [v for i, v in enumerate(after) if i != measured] == \
+        [v for i, v in enumerate(cells) if i != measured]
+    assert not slice_path.exists()
+
+
 def test_fold_names_a_release_missing_from_the_releases_file_and_writes_nothing(tmp_path):
     from fwkernels.ledger.fold import fold
 
