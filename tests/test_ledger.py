@@ -1,5 +1,6 @@
 """The release ledger: the releases file, the deterministic ledger, discovery against a local
 registry, and `fwkernels ledger` on bad input. The asv run over a ledger is in test_ledger_asv.py."""
+import copy
 import datetime
 import json
 import os
@@ -452,8 +453,8 @@ def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
     result, started = COLUMNS.index("result"), COLUMNS.index("started_at")
     benchmark = "training.Training.track_samples_per_s"
     cells = before["results"][benchmark][result]
-    measured, skipped = [i for i, v in enumerate(cells) if v is not None][:2]
-    later = json.loads(json.dumps(before))
+    measured = next(i for i, v in enumerate(cells) if v is not None)
+    later = copy.deepcopy(before)
     later["env_name"] = "existing-py_opt_fwk_slice_bin_python"
     for columns in later["results"].values():
         columns[started] = (columns[started] or 0) + 1000
@@ -466,9 +467,8 @@ def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
     assert folded in fold(*args)
     after = load_result_file(folded)["results"][benchmark][result]
     assert after[measured] == cells[measured] * 2
-    assert after[skipped] == cells[skipped]
     assert [v for i, v in enumerate(after) if i != measured] == \
-        [v for i, v in enumerate(cells) if i != measured]
+        [v for i, v in enumerate(cells) if i != measured]  # the skipped cells
     assert not slice_path.exists()
 
 
