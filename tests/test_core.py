@@ -88,7 +88,8 @@ def test_suite_parameters_follow_the_profile(monkeypatch):
     assert "eager" not in modes and len(modes) == len(set(modes))
     assert models == ["resnet50"] and precisions == ["fp32", "tf32", "bf16"]
     monkeypatch.setenv("FWKERNELS_MODES", "tuned")
-    assert suite.parameters("cuda")[0] == ["default", "compile", "cudagraphs", "xla", "static"]
+    assert suite.parameters("cuda")[0] == [
+        "default", "compile", "cudagraphs", "xla", "static", "jit"]
     monkeypatch.setenv("FWKERNELS_MODES", "default,cudagraphs")
     assert suite.parameters("cuda")[0] == ["default", "cudagraphs"]
     monkeypatch.setenv("FWKERNELS_MODES", "fast")

@@ -49,3 +49,30 @@ def test_the_seed_alone_decides_every_layers_initial_weights(backend, framework)
                   if first[i].shape == first[j].shape]
     assert same_shape, "VGG-A has convolutions of the same shape"
     assert not any(np.array_equal(first[i], first[j]) for i, j in same_shape)
+
+
+def test_the_compiled_mode_trains_what_the_default_mode_trains(backend, framework):
+    """keras-torch `jit` (``torch.compile``) and keras-tensorflow `xla` compile Keras' own train
+    step (``jit_compile=True``): from the same seed and batch, two `fit` steps end at the default
+    mode's loss and weights, the compiled forward-backward pass gives its loss, and the record
+    says which was compiled."""
+    compiled = {"keras-torch": "jit", "keras-tensorflow": "xla"}.get(framework)
+    if compiled is None:
+        pytest.skip(f"{framework} has no compiled mode besides its default")
+
+    def trained(mode):
+        workload = backend.build(RunConfig(model=get_model("ncf"), batch=8, small=True,
+                                           mode=mode))
+        workload.forward_backward()
+        workload.sync()
+        first = workload.loss()
+        workload.train_steps(2)
+        return (first, workload.loss(), workload.param_fingerprint(),
+                workload.precision_settings()["jit_compile"])
+
+    first, loss, weights, jit = trained(backend.info.default_mode)
+    compiled_first, compiled_loss, compiled_weights, compiled_jit = trained(compiled)
+    assert (jit, compiled_jit) == (False, True)
+    assert compiled_first == pytest.approx(first, rel=1e-5)
+    assert compiled_loss == pytest.approx(loss, rel=1e-4)
+    assert compiled_weights == pytest.approx(weights, rel=1e-4, abs=1e-6)

@@ -76,7 +76,7 @@ def test_targets_parse_and_print_both_ways():
         parse_target("torch:jit")
     with pytest.raises(InvalidRequest, match="valid frameworks"):
         parse_target("pytorch")
-    assert mode_parameter("tuned") == ["default", "compile", "cudagraphs", "xla", "static"]
+    assert mode_parameter("tuned") == ["default", "compile", "cudagraphs", "xla", "static", "jit"]
 
 
 @pytest.mark.parametrize("choice, words", [

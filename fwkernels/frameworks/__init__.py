@@ -65,10 +65,11 @@ _FRAMEWORKS = [
     FrameworkInfo("jax", "JAX/Flax", "flax", "jax", ("jit",)),  # flax brings jax
     FrameworkInfo("keras-jax", "Keras 3 (JAX)", "keras", "keras", ("jit",),
                   options=(("backend", "jax"),)),
-    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras", ("eager", "untuned"),
+    FrameworkInfo("keras-torch", "Keras 3 (PyTorch)", "keras", "keras",
+                  ("eager", "jit", "untuned"), tuned_modes=("jit",),
                   options=(("backend", "torch"),)),
     FrameworkInfo("keras-tensorflow", "Keras 3 (TensorFlow)", "keras", "keras",
-                  ("function",), options=(("backend", "tensorflow"),)),
+                  ("function", "xla"), tuned_modes=("xla",), options=(("backend", "tensorflow"),)),
 ]
 
 FRAMEWORKS: Dict[str, FrameworkInfo] = {f.name: f for f in _FRAMEWORKS}

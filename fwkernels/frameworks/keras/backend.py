@@ -21,10 +21,10 @@ What is measured is Keras' own path:
   ``model.stateless_call``; ``loss.backward()``; ``tf.GradientTape``), compiled
   like the training step.
 
-jit_compile per mode: keras-jax "jit" (XLA), keras-torch "eager" (no
-``torch.compile``), keras-tensorflow "function" (``tf.function`` without XLA;
-Keras' "auto" would choose XLA on a GPU).  keras-torch turns cuDNN autotuning on as the PyTorch
-backend does (docs/fairness.md); its mode "untuned" keeps PyTorch's default.
+jit_compile per mode: keras-jax "jit" (XLA); keras-torch "eager" (no ``torch.compile``) and
+"jit" (``torch.compile``); keras-tensorflow "function" (``tf.function`` without XLA; Keras'
+"auto" would choose XLA on a GPU) and "xla".  keras-torch turns cuDNN autotuning on as the
+PyTorch backend does (docs/fairness.md); its mode "untuned" keeps PyTorch's default.
 
 Weight decay differs from PyTorch's by construction: ``keras.optimizers.SGD(
 weight_decay=1e-4)`` decays the weights directly, ``p -= lr * wd * p``, outside the
@@ -45,7 +45,8 @@ from fwkernels.frameworks.base import RunConfig
 from fwkernels.frameworks.keras import runtime as keras_runtime
 from fwkernels.models import ModelSpec
 
-JIT_COMPILE = {"jit": True, "eager": False, "function": False, base.UNTUNED: False}  # per mode
+JIT_COMPILE = {"jit": True, "xla": True, "eager": False, "function": False,  # per mode
+               base.UNTUNED: False}
 # Training steps per call of Keras' compiled train function; Keras on PyTorch allows only 1.
 STEPS_PER_EXECUTION = {"jax": 32, "tensorflow": 32, "torch": 1}
 
@@ -71,15 +72,18 @@ def jax_gradients(model, loss_fn: Callable, jit: bool) -> Callable:
 def torch_gradients(model, loss_fn: Callable, jit: bool) -> Callable:
     """(inputs, labels) -> loss, with the gradients left in each weight's ``.grad``.
 
-    As Keras' own torch trainer does it; keras-torch runs eagerly only (jit False).
+    As Keras' own torch trainer does it, under ``torch.compile`` where jit is True (the
+    trainer's ``jit_compile=True``).
     """
+    import torch
+
     def forward_backward(inputs, labels):
         model.zero_grad(set_to_none=True)
         loss = loss_fn(model(inputs, training=True), labels)
         loss.backward()
         return loss.detach()
 
-    return forward_backward
+    return torch.compile(forward_backward) if jit else forward_backward
 
 
 def tensorflow_gradients(model, loss_fn: Callable, jit: bool) -> Callable:
