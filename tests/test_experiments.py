@@ -70,3 +70,13 @@ def test_step_kernel_time_sums_a_steps_time_by_kind_of_work():
     kinds = result["kernel_s_per_step"]
     assert kinds["convolution"] > 0 and kinds["matrix product"] > 0, kinds
     assert 0 < result["kernel_s_total"] and result["bound_samples_per_s"] > 0
+
+
+def test_dynamo_graph_breaks_counts_the_graphs_of_a_compiled_step():
+    needs("torch")
+    out = experiment("dynamo_graph_breaks.py", "torch", "ncf", "--mode", "compile", "--small",
+                     "--batch", "4", "--steps", "2", "--dynamo-backend", "eager")
+    result = json.loads(out)
+    assert result["graphs"] >= 1 and result["calls_captured"] > 0, result
+    assert result["graph_breaks"] == sum(result["graph_break_reasons"].values())
+    assert len(result["step_s"]) == 2
