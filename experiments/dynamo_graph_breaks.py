@@ -38,8 +38,11 @@ def main() -> None:
     parser.add_argument("--dynamo-backend", default=None,
                         help="torch.compile's backend for every compile (default: the mode's)")
     args = parser.parse_args()
-    spec = get_model(args.model)
-    mode = get_framework(args.framework).check_mode(args.mode)
+    try:
+        spec = get_model(args.model)
+        mode = get_framework(args.framework).check_mode(args.mode)
+    except ValueError as error:  # names the valid choices
+        parser.error(str(error))
     batch = args.batch or (spec.batch_gpu if args.device == "cuda" else spec.batch_cpu)
     if args.dynamo_backend:
         torch.compile = functools.partial(torch.compile, backend=args.dynamo_backend)
