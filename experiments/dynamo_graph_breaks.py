@@ -43,7 +43,7 @@ def main() -> None:
         mode = get_framework(args.framework).check_mode(args.mode)
     except ValueError as error:  # names the valid choices
         parser.error(str(error))
-    batch = args.batch or (spec.batch_gpu if args.device == "cuda" else spec.batch_cpu)
+    batch = args.batch or spec.default_batch(args.device)
     if args.dynamo_backend:
         torch.compile = functools.partial(torch.compile, backend=args.dynamo_backend)
     config = RunConfig(model=spec, batch=batch, device=args.device, precision=args.precision,

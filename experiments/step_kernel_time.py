@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="the models' small test inputs")
     args = parser.parse_args()
     spec = get_model(args.model)
-    batch = args.batch or (spec.batch_gpu if args.device == "cuda" else spec.batch_cpu)
+    batch = args.batch or spec.default_batch(args.device)
     config = RunConfig(model=spec, batch=batch, device=args.device, precision=args.precision,
                        mode=args.mode, small=args.small)
     workload = load_backend("torch").build(config)
