@@ -1,7 +1,8 @@
 """Keras overhead: keras-X against the native framework X of the same backend, same environment.
 
     python experiments/keras_overhead.py BACKEND [--models alexnet_owt,googlenet,ncf] [--repeats 1]
-        [--device cpu] [--precision fp32] [--window-seconds S] [--jsonl FILE] [--markdown FILE]
+        [--device cpu] [--precision fp32] [--batch B] [--window-seconds S] [--jsonl FILE]
+        [--markdown FILE]
 
 BACKEND is jax, torch or tensorflow: the pair measured is (BACKEND, keras-BACKEND),
 both with ``fwkernels.runner.measure`` (fresh worker processes, the same batch,
@@ -15,7 +16,7 @@ is slower.  Each cell is the median over the repeats, with the lowest and
 highest ratio in brackets when there are several.  What each side runs
 (docs/keras.md): native jax is Flax + optax under one jax.jit, native torch is
 torch.nn eager, native tensorflow is the same Keras model under a hand-written
-tf.function step; keras-X is model.compile + train_on_batch / predict_on_batch.
+tf.function step; keras-X is model.compile + fit / predict_on_batch.
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def main() -> int:
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--batch", type=int, help="default: each model's for the device")
     parser.add_argument("--repeats", type=int, default=1, help="pairs measured per model")
     parser.add_argument("--window-seconds", type=float, help="protocol override (a quick look)")
     parser.add_argument("--jsonl", help="append every record here")
@@ -90,7 +92,8 @@ def main() -> int:
             for framework in (native, keras):
                 try:
                     record = measure(framework, model, device=args.device,
-                                     precision=args.precision, window_seconds=args.window_seconds)
+                                     precision=args.precision, batch=args.batch,
+                                     window_seconds=args.window_seconds)
                 except InvalidRequest as error:
                     record = Record.new(framework=framework, mode=get_framework(framework).default_mode,
                                         model=model,

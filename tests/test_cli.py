@@ -110,8 +110,8 @@ def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, 
     if framework != "torch":
         pytest.skip("repeat runs `measure` N times whatever the framework: tested with PyTorch")
     records = tmp_path / "repeat.jsonl"
-    proc = run("repeat", framework, "ncf", "--runs", "2", "--windows", "2", "--steps", "2",
-               "--warmup", "1", "--jsonl", str(records))
+    proc = run("repeat", framework, "ncf", "--batch", "4096", "--runs", "2", "--windows", "2",
+               "--steps", "2", "--warmup", "1", "--jsonl", str(records))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Run-to-run spread of the means:" in proc.stdout and "within-run CV" in proc.stdout
     written = [json.loads(line) for line in records.read_text().splitlines()]

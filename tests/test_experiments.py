@@ -30,7 +30,7 @@ def experiment(name: str, *args: str) -> str:
 def test_harness_overhead_puts_the_suite_beside_a_bare_loop(name):
     needs(name)
     out = experiment("harness_overhead.py", "--framework", name, "--models", "ncf",
-                     "--steps", "1", "--windows", "2")
+                     "--batch", "4096", "--steps", "1", "--windows", "2")
     rows = [line for line in out.splitlines() if line.startswith("| ncf |")]
     assert rows, out  # printed as it comes, then in the table
     ratio = float(rows[-1].rstrip(" |").rsplit("|", 1)[-1])
@@ -41,8 +41,8 @@ def test_keras_overhead_measures_keras_beside_its_framework(tmp_path):
     needs("keras-torch")
     if unavailable_reason("torch"):
         pytest.skip("torch is not installed here")
-    out = experiment("keras_overhead.py", "torch", "--models", "ncf", "--window-seconds", "0.2",
-                     "--jsonl", str(tmp_path / "records.jsonl"))
+    out = experiment("keras_overhead.py", "torch", "--models", "ncf", "--batch", "4096",
+                     "--window-seconds", "0.2", "--jsonl", str(tmp_path / "records.jsonl"))
     assert "| ncf |" in out
     from fwkernels import record
 
