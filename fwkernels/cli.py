@@ -332,7 +332,7 @@ def cmd_repeat(args: argparse.Namespace) -> int:
     check_output_path(args.jsonl, "--jsonl")
     request = require(resolve(
         args.framework, args.model, device=args.device, precision=args.precision,
-        mode=args.mode, windows=args.windows, steps=args.steps,
+        mode=args.mode, batch=args.batch, windows=args.windows, steps=args.steps,
         window_seconds=args.window_seconds, warmup=args.warmup, threads=args.threads))
     results = []
     for number in range(1, args.runs + 1):
@@ -527,6 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description=analysis.repeat_table.__doc__)
     _add_combination_arguments(p)
     p.add_argument("--runs", type=int, default=5, help="fresh processes (default 5)")
+    p.add_argument("--batch", type=int, help="batch size (default: the model's for the device)")
     p.add_argument("--windows", type=int, help="timing windows K")
     p.add_argument("--steps", type=int, help="steps per window N (default: calibrated)")
     p.add_argument("--window-seconds", type=float, help="target length of a timing window")
