@@ -25,7 +25,8 @@ import time
 from typing import Dict, List
 
 # Minutes each session took in two lanes on the 2-core machine (`CI=true bash .ci/run` from a
-# fresh clone, 2026-12-03 16:53-17:37 UTC, each session printing its time): only to balance the lanes.
+# fresh clone of 312766b, 2026-12-03 16:53-17:37 UTC, each session printing its time; docs/ci.md):
+# only to balance the lanes.
 MINUTES = {"jax": 18.3, "torch": 15.5, "tensorflow": 15.4, "chainer": 6.7, "paddle": 6.4,
            "mxnet": 5.6, "cntk": 5.2, "lint": 4.3, "site": 1.5, "ledger": 1.4, "report": 0.9,
            "core": 0.6}

@@ -115,7 +115,7 @@ def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Run-to-run spread of the means:" in proc.stdout and "within-run CV" in proc.stdout
     written = [json.loads(line) for line in records.read_text().splitlines()]
-    assert [r["status"] for r in written] == ["ok", "ok"]
+    assert [(r["status"], r["batch"]) for r in written] == [("ok", 4096), ("ok", 4096)]
     assert written[0]["timestamp"] != written[1]["timestamp"]
     assert all(r["host_speed"] > 0 for r in written) and "| host speed |" in proc.stdout
     noise = run("noise", str(records), check=True).stdout

@@ -43,7 +43,7 @@ def test_keras_overhead_measures_keras_beside_its_framework(tmp_path):
         pytest.skip("torch is not installed here")
     out = experiment("keras_overhead.py", "torch", "--models", "ncf", "--batch", "4096",
                      "--window-seconds", "0.2", "--jsonl", str(tmp_path / "records.jsonl"))
-    assert "| ncf |" in out
+    assert "| ncf | 4096 |" in out
     from fwkernels import record
 
     assert [r.framework for r in record.read(str(tmp_path / "records.jsonl"))] == \
