@@ -47,48 +47,48 @@ class Training:
 
     def track_samples_per_s(self, *args) -> dict:
         """Training throughput per timing window (images/s, tokens/s or samples/s): higher is better."""
-        return suite.samples(self.record["window_samples_per_s"])
+        return suite.figures(self.record)["track_samples_per_s"]
 
     track_samples_per_s.unit = "samples/s"
 
     def track_time_per_sample(self, *args) -> dict:
         """Seconds per training sample, per window: the lower-is-better twin of samples/s."""
-        return suite.samples([1 / x for x in self.record["window_samples_per_s"]])
+        return suite.figures(self.record)["track_time_per_sample"]
 
     track_time_per_sample.unit = "seconds"
 
     def track_train_step_time(self, *args) -> float:
         """Mean time of one training step (forward, backward, SGD update) per batch."""
-        return self.record["step_time_s"]
+        return suite.figures(self.record)["track_train_step_time"]
 
     track_train_step_time.unit = "seconds"
 
     def track_forward_backward_time(self, *args) -> float:
         """Mean forward+backward time per batch, no update (the convnet-benchmarks figure)."""
-        return self.record["forward_backward_time_s"]
+        return suite.figures(self.record)["track_forward_backward_time"]
 
     track_forward_backward_time.unit = "seconds"
 
     def track_forward_time(self, *args) -> float:
         """Mean forward-only (inference) time per batch."""
-        return self.record["forward_time_s"]
+        return suite.figures(self.record)["track_forward_time"]
 
     track_forward_time.unit = "seconds"
 
     def track_peak_memory_train(self, *args) -> int:
         """Peak training memory: device allocator peak on GPU, RSS above baseline on CPU."""
-        return self.record["peak_memory_bytes"]
+        return suite.figures(self.record)["track_peak_memory_train"]
 
     track_peak_memory_train.unit = "bytes"
 
     def track_peak_memory_forward(self, *args) -> int:
         """Peak forward-only memory, measured in its own process."""
-        return self.record["forward_peak_memory_bytes"]
+        return suite.figures(self.record)["track_peak_memory_forward"]
 
     track_peak_memory_forward.unit = "bytes"
 
     def track_warmup_time(self, *args) -> float:
         """Warm-up time (compilation, autotuning, first-step allocation), excluded from the rest."""
-        return self.record["warmup_s"]
+        return suite.figures(self.record)["track_warmup_time"]
 
     track_warmup_time.unit = "seconds"

@@ -135,6 +135,23 @@ def samples(values: Sequence[float]) -> Dict[str, Any]:
     return {"samples": list(values), "number": 1}
 
 
+def figures(result: Record) -> Dict[str, Any]:
+    """What each benchmark of benchmarks/training.py returns for a finished record, by name:
+    the suite returns these, and `fwkernels ledger fold` writes them for the records of a run
+    stopped before asv wrote its results."""
+    windows = result["window_samples_per_s"]
+    return {
+        "track_samples_per_s": samples(windows),
+        "track_time_per_sample": samples([1 / x for x in windows]),
+        "track_train_step_time": result["step_time_s"],
+        "track_forward_backward_time": result["forward_backward_time_s"],
+        "track_forward_time": result["forward_time_s"],
+        "track_peak_memory_train": result["peak_memory_bytes"],
+        "track_peak_memory_forward": result["forward_peak_memory_bytes"],
+        "track_warmup_time": result["warmup_s"],
+    }
+
+
 def _env_int(name: str):
     return int(os.environ[name]) if os.environ.get(name) else None
 

@@ -472,6 +472,52 @@ def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
     assert not slice_path.exists()
 
 
+def test_fold_writes_the_figures_of_a_stopped_run_from_its_records_as_asv_would(tmp_path):
+    """A run stopped before asv wrote its results (a time limit) brings back records only: fold
+    writes their figures with asv's own statistics, the same as asv wrote for the same records,
+    and never replaces a figure asv wrote."""
+    from fwkernels.ledger.fold import fold
+    from fwkernels.report.results import combinations, load_result_file
+
+    folded_files = {}
+    for case in ("asv", "stopped"):
+        root = tmp_path / case
+        path = fixture_results(root, TWO_FRAMEWORKS)
+        machine_results = root / "results" / "cpu-fixture"
+        records_dir = root / "records" / "cpu-fixture"
+        from_records = []
+        if case == "stopped":
+            (machine_results / "62d2aa7d-virtualenv-py3.11-torch2.13.0.json").unlink()
+            # a later record of a combination asv wrote a figure for, its result file lost too
+            newer = json.loads((records_dir / "62d2aa7d-virtualenv-py3.11-torch2.14.1-"
+                                "torchvision0.29.1.jsonl").read_text().splitlines()[0])
+            newer["window_samples_per_s"] = [2 * x for x in newer["window_samples_per_s"]]
+            newer["timestamp"] = "2030-01-01T00:00:00+00:00"
+            (records_dir / "62d2aa7d-existing-py_slice.jsonl").write_text(json.dumps(newer) + "\n")
+        written = fold(str(root / "results"), str(root / "records"), "cpu-fixture",
+                       "virtualenv-py3.11", releases.load(path), str(root / ".asv" / "ledger"),
+                       from_records)
+        folded_files[case] = {os.path.basename(p): load_result_file(p) for p in written[::2]}
+        if case == "stopped":
+            assert sorted(from_records) == [f"cpu-fixture torch-2.13.0 default {model} fp32"
+                                            for model in ("alexnet_owt", "googlenet", "ncf")]
+
+    def figures(data):
+        return {(benchmark, combo): (cell, fields["version"])
+                for benchmark, combo, cell, fields in combinations(data)
+                if cell.get("result") is not None}
+
+    assert folded_files["asv"].keys() == folded_files["stopped"].keys()
+    for name, data in folded_files["asv"].items():
+        expected, got = figures(data), figures(folded_files["stopped"][name])
+        assert got.keys() == expected.keys() and len(expected) == 3 * 8
+        for key, (cell, version) in expected.items():
+            assert got[key][1] == version
+            for column, value in cell.items():
+                assert got[key][0][column] == (value if value is None
+                                               else pytest.approx(value, rel=1e-12)), (key, column)
+
+
 def test_fold_names_a_release_missing_from_the_releases_file_and_writes_nothing(tmp_path):
     from fwkernels.ledger.fold import fold
 

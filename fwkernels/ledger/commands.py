@@ -85,7 +85,11 @@ def cmd_fold(args: argparse.Namespace) -> int:
     machines = [args.machine] if args.machine else sorted(
         d for d in os.listdir(args.results) if os.path.isdir(os.path.join(args.results, d)))
     for machine in machines:
-        written = fold(args.results, args.records, machine, args.env, tracked, args.ledger)
+        from_records: List[str] = []
+        written = fold(args.results, args.records, machine, args.env, tracked, args.ledger,
+                       from_records)
+        for combination in from_records:
+            print(f"{combination}: asv wrote no result, its figures come from its record")
         for path in written:
             print(f"wrote {path}")
         if not written:

@@ -12,9 +12,16 @@ parameters (mode, model, precision); where several files hold the same figure, t
 last is kept, and every record is kept in the release's records file, with ``harness_commit``
 naming the fwkernels commit that measured it. Nothing is written until every figure has found
 its release; the files folded are then removed.
+
+asv writes a parameterised benchmark's result only when all its combinations have run, so a run
+stopped before that (a time limit) leaves records and no result. Where a finished record of the
+files folded has no figure in any of them nor in the folded file, its figures are written from the
+record: what the suite returns for it (``suite.figures``), with asv's own statistics, under the
+version benchmarks.json names. A figure asv wrote is never replaced by one from a record.
 """
 from __future__ import annotations
 
+import datetime
 import glob
 import itertools
 import json
@@ -31,8 +38,9 @@ from fwkernels.ledger.build import tags_by_commit
 from fwkernels.ledger.releases import LedgerError, TrackedFramework
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.report.results import combinations, load_json, load_result_file
+from fwkernels.report.results import BENCHMARK_PREFIX, combinations, load_json, load_result_file
 from fwkernels.request import DEFAULT_MODE, split_target
+from fwkernels.suite import figures
 
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
            "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples",
@@ -71,8 +79,10 @@ def release_of(result: Record, tracked: Dict[str, TrackedFramework]) -> str:
 
 
 def fold(results_dir: str, records_dir: str, machine: str, env: str,
-         tracked: Dict[str, TrackedFramework], ledger: str) -> List[str]:
-    """Fold the machine's results (see the module's text); returns what was written."""
+         tracked: Dict[str, TrackedFramework], ledger: str,
+         from_records: Optional[List[str]] = None) -> List[str]:
+    """Fold the machine's results (see the module's text); returns what was written, and adds
+    to ``from_records`` each combination whose figures were written from its record."""
     tags = tags_by_commit(ledger)
     commits = {tag: commit for commit, tag in tags.items()}
     if not commits:
@@ -99,6 +109,7 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
         _fold_file({}, record.read(records_path), tags, tracked, folded)
         sources.append(records_path)
     written = []
+    versions = _benchmark_versions(os.path.join(results_dir, "benchmarks.json"))
     for tag, entry in sorted(folded.items()):
         if tag not in commits:
             raise LedgerError(f"{tag} is in the releases file but not in the ledger at {ledger}: "
@@ -107,6 +118,9 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
         path = os.path.join(results_dir, machine, stem + ".json")
         if os.path.exists(path):  # folded before: its figures stay unless newer ones came
             _fold_file(load_result_file(path), [], tags, tracked, folded, release=tag)
+        for combination in _figures_from_records(entry, versions):
+            if from_records is not None:
+                from_records.append(f"{machine} {' '.join(combination)}")
         written.append(_write_result(path, entry, commits[tag], release_date_ms(tracked, tag),
                                      env, machine))
         records_path = os.path.join(records_dir, machine, stem + ".jsonl")
@@ -119,10 +133,54 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
     return written
 
 
+def _benchmark_versions(path: str) -> Dict[str, str]:
+    """Each benchmark's version in asv's benchmarks.json (none where asv never ran here)."""
+    if not os.path.exists(path):
+        return {}
+    return {name: info["version"] for name, info in load_json(path).items()
+            if isinstance(info, dict) and "version" in info}
+
+
+def _figures_from_records(entry: Folded, versions: Dict[str, str]) -> List[Combination]:
+    """Figures for the entry's finished records whose combinations asv wrote none for (the
+    module's text); returns those combinations."""
+    written: List[Combination] = []
+    asv_wrote = {benchmark: set(cells) for benchmark, cells in entry.figures.items()}
+    for result in sorted((r for r in entry.records if r.ok), key=lambda r: r.timestamp or ""):
+        info = FRAMEWORKS.get(result.framework)
+        mode = DEFAULT_MODE if info and result.mode == info.default_mode else result.mode
+        combination = (result.release, mode, result.model, result.precision)
+        started = int(datetime.datetime.fromisoformat(result.timestamp).timestamp() * 1000)
+        for name, value in figures(result).items():
+            benchmark = BENCHMARK_PREFIX + name
+            if benchmark not in versions or combination in asv_wrote.get(benchmark, ()):
+                continue
+            entry.figures.setdefault(benchmark, {})[combination] = Figure(
+                _as_asv_writes(value), versions[benchmark], started, (started, entry.date))
+            if combination not in written:
+                written.append(combination)
+    return written
+
+
+def _as_asv_writes(value: Any) -> Dict[str, Any]:
+    """A benchmark's return value as asv's result file holds it: samples as their median with
+    asv's statistics (rounded as asv rounds them), anything else as it is."""
+    values: Dict[str, Any] = dict.fromkeys(PER_COMBINATION)
+    if not isinstance(value, dict):
+        values["result"] = value
+        return values
+    from asv.util import truncate_float_list
+    from asv_runner.statistics import compute_stats
+
+    values["result"], stats = compute_stats(value["samples"], value["number"])
+    for key, stat in stats.items():
+        values[f"stats_{key}"] = truncate_float_list(stat)
+    values["samples"] = value["samples"]
+    return values
+
+
 def release_date_ms(tracked: Dict[str, TrackedFramework], tag: str) -> int:
     """asv's date of a ledger commit: its release date at 12:00 UTC, in milliseconds."""
-    import datetime
-
     framework, _, version = tag.rpartition("-")
     day = tracked[framework].release(version).date
     noon = datetime.datetime.combine(day, datetime.time(12), tzinfo=datetime.timezone.utc)
