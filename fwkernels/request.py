@@ -120,6 +120,13 @@ def mode_parameter(profile: str) -> List[str]:
     return [DEFAULT_MODE] + list(dict.fromkeys(modes))
 
 
+def suite_mode(framework: str, mode: str) -> str:
+    """The suite's mode parameter of one of the framework's modes: ``DEFAULT_MODE`` for its
+    default mode (the inverse of ``release_target``); unknown frameworks keep the mode."""
+    info = FRAMEWORKS.get(framework)
+    return DEFAULT_MODE if info and mode == info.default_mode else mode
+
+
 def release_target(framework: str, mode: str) -> Union[str, Skip]:
     """The target of the suite's mode parameter for the framework installed: its name for
     "default", name:mode for one of its other modes, a skip for a mode it does not have."""

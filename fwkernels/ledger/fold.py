@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
-from fwkernels import record
+from fwkernels import record, suite
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.ledger.build import tags_by_commit
@@ -39,8 +39,7 @@ from fwkernels.ledger.releases import LedgerError, TrackedFramework
 from fwkernels.models import MODELS
 from fwkernels.record import Record
 from fwkernels.report.results import BENCHMARK_PREFIX, combinations, load_json, load_result_file
-from fwkernels.request import DEFAULT_MODE, split_target
-from fwkernels.suite import figures
+from fwkernels.request import DEFAULT_MODE, split_target, suite_mode
 
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
            "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat", "samples",
@@ -147,11 +146,10 @@ def _figures_from_records(entry: Folded, versions: Dict[str, str]) -> List[Combi
     written: List[Combination] = []
     asv_wrote = {benchmark: set(cells) for benchmark, cells in entry.figures.items()}
     for result in sorted((r for r in entry.records if r.ok), key=lambda r: r.timestamp or ""):
-        info = FRAMEWORKS.get(result.framework)
-        mode = DEFAULT_MODE if info and result.mode == info.default_mode else result.mode
-        combination = (result.release, mode, result.model, result.precision)
+        combination = (result.release, suite_mode(result.framework, result.mode), result.model,
+                       result.precision)
         started = int(datetime.datetime.fromisoformat(result.timestamp).timestamp() * 1000)
-        for name, value in figures(result).items():
+        for name, value in suite.figures(result).items():
             benchmark = BENCHMARK_PREFIX + name
             if benchmark not in versions or combination in asv_wrote.get(benchmark, ()):
                 continue
@@ -216,8 +214,7 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
             if tag is None:
                 raise LedgerError(f"{benchmark}({first}, {model}, {precision}) at {commit[:8]} has "
                               "no record naming its framework's version: its release is unknown")
-            info = FRAMEWORKS.get(framework)
-            mode = DEFAULT_MODE if info and mode == info.default_mode else mode
+            mode = suite_mode(framework, mode)
         entry = folded.setdefault(tag, Folded(python=python))
         figure = Figure(values, fields.get("version"), fields.get("started_at"),
                         (int(fields.get("started_at") or 0), date))
