@@ -80,3 +80,37 @@ def test_dynamo_graph_breaks_counts_the_graphs_of_a_compiled_step():
     assert result["graphs"] >= 1 and result["calls_captured"] > 0, result
     assert result["graph_breaks"] == sum(result["graph_break_reasons"].values())
     assert len(result["step_s"]) == 2
+
+
+
+def test_gc_pauses_counts_a_collection_inside_a_window_only_when_it_starts_there():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gc_pauses",
+                                                  os.path.join(EXPERIMENTS, "gc_pauses.py"))
+    gc_pauses = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc_pauses)
+    # clock readings: warm-up start and end, calibration start and end, then two windows
+    edges = [0.0, 1.0, 1.0, 1.1, 2.0, 3.0, 3.5, 4.5]
+    collections = [(0.5, 0.01, 2), (1.05, 0.001, 0), (2.0, 0.001, 0), (2.9, 0.2, 1),
+                   (3.0, 0.001, 0), (3.2, 0.001, 0), (4.4, 0.001, 2), (4.5, 0.001, 0)]
+    inside, outside = gc_pauses.split_by_windows(collections, edges, windows=2)
+    assert inside == [(2.0, 0.001, 0), (2.9, 0.2, 1), (4.4, 0.001, 2)]
+    assert outside == [(0.5, 0.01, 2), (1.05, 0.001, 0), (3.0, 0.001, 0), (3.2, 0.001, 0),
+                       (4.5, 0.001, 0)]
+    counts = gc_pauses.per_generation(inside)
+    assert counts["1"] == {"count": 1, "seconds": 0.2} and counts["2"]["count"] == 1
+
+
+@pytest.mark.parametrize("collector", ["on", "off"])
+def test_gc_pauses_times_the_suites_windows(collector):
+    needs("torch")
+    out = experiment("gc_pauses.py", "torch", "ncf", "--batch", "256", "--windows", "2",
+                     "--window-seconds", "0.05", "--collector", collector)
+    result = json.loads(out.splitlines()[-1])
+    assert result["status"] == "ok" and len(result["window_samples_per_s"]) == 2, result
+    assert sum(g["count"] for g in result["outside_windows"].values()) > 0  # import and build
+    assert result["collector_enabled"] == (collector == "on")
+    if collector == "off":
+        assert sum(g["count"] for g in result["inside_windows"].values()) == 0
+    assert result["windows_s"] > 0
