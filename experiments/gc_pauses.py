@@ -2,9 +2,10 @@
 window protocol (``fwkernels.protocol.run_windows``, the request's defaults), run in this
 process with every collection of Python's cyclic garbage collector timed.  Prints one JSON
 object: each window's samples/s, and the collections and their seconds per generation inside
-the windows and outside them (import, build, warm-up).  ``--collector off`` turns the
-collector off after the build, as ``timeit`` does for its loop; whether a workload then still
-fits its device's memory is part of the answer (docs/gpu.md, *Spread*).
+the windows and outside them (import, build, warm-up, the loss checks between windows).
+``--collector off`` turns the collector off after the build, as ``timeit`` does for its loop;
+whether a workload then still fits its device's memory is part of the answer (docs/gpu.md,
+*Spread*).
 
     python experiments/gc_pauses.py keras-torch resnet50 --device cuda --precision bf16
 """
@@ -106,7 +107,8 @@ def main() -> int:
         result.update(status="error", error=f"{type(error).__name__}: {error}".splitlines()[0])
         print(json.dumps(result))
         return 0
-    gc.callbacks.remove(timer)
+    finally:
+        gc.callbacks.remove(timer)
     inside, outside = split_by_windows(timer.collections, edges, request.windows)
     result.update(status="ok", collector_enabled=gc.isenabled(), steps_per_window=timing.steps,
                   window_samples_per_s=[round(x, 2) for x in timing.window_samples_per_s],

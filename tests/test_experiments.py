@@ -82,7 +82,6 @@ def test_dynamo_graph_breaks_counts_the_graphs_of_a_compiled_step():
     assert len(result["step_s"]) == 2
 
 
-
 def test_gc_pauses_counts_a_collection_inside_a_window_only_when_it_starts_there():
     import importlib.util
 
