@@ -1,5 +1,5 @@
 """Garbage-collector pauses inside the timed training windows: the suite's own workload and
-window protocol (``fwkernels.protocol.run_windows``, the request's defaults), run in this
+window protocol (``fwkernels.worker.train_windows``, the request's defaults), run in this
 process with every collection of Python's cyclic garbage collector timed.  Prints one JSON
 object: each window's samples/s, and the collections and their seconds per generation inside
 the windows and outside them (import, build, warm-up, the loss checks between windows).
@@ -18,9 +18,8 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
-from fwkernels.protocol import finite_loss_check, run_windows
 from fwkernels.request import InvalidRequest, require, resolve
-from fwkernels.worker import build, prepare
+from fwkernels.worker import build, prepare, train_windows
 
 GENERATIONS = (0, 1, 2)
 
@@ -86,7 +85,7 @@ def main() -> int:
     workload = build(backend, config, out)
     if args.collector == "off":
         gc.disable()
-    edges: List[float] = []  # run_windows reads the clock at the start and end of each window
+    edges: List[float] = []  # train_windows reads the clock at the start and end of each window
 
     def clock() -> float:
         edges.append(time.perf_counter())
@@ -97,12 +96,8 @@ def main() -> int:
                               "precision": request.precision, "batch": request.batch,
                               "collector": args.collector}
     try:
-        timing = run_windows(workload.train_step, workload.sync, windows=request.windows,
-                             steps=request.steps, warmup=request.warmup,
-                             samples_per_step=config.samples_per_step,
-                             target_window_s=request.window_seconds,
-                             check=finite_loss_check(workload.loss), clock=clock,
-                             run_steps=workload.train_steps)
+        timing = train_windows(workload, dict(message, samples_per_step=config.samples_per_step),
+                               clock)
     except Exception as error:  # an OOM with the collector off is a finding, not a crash
         result.update(status="error", error=f"{type(error).__name__}: {error}".splitlines()[0])
         print(json.dumps(result))

@@ -20,12 +20,12 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from fwkernels.frameworks import load_backend
 from fwkernels.frameworks.base import DEVICES, Backend, RunConfig, Workload
 from fwkernels.models import get_model
-from fwkernels.protocol import NonFiniteLoss, finite_loss_check, run_windows
+from fwkernels.protocol import NonFiniteLoss, Timing, finite_loss_check, run_windows
 
 
 FOLDER_VARIABLE = "FWKERNELS_WORKER_FOLDER"
@@ -47,11 +47,20 @@ def _peak_memory(workload: Workload, baseline_rss: int) -> Dict[str, Any]:
     return {"bytes": peak_rss_bytes() - baseline_rss, "source": "process peak RSS above baseline"}
 
 
-def _timed(workload: Workload, step, request: Dict[str, Any], check=None, run_steps=None):
+def _timed(workload: Workload, step, request: Dict[str, Any], check=None, run_steps=None,
+           clock: Callable[[], float] = time.perf_counter) -> Timing:
     return run_windows(step, workload.sync, windows=request["windows"], steps=request["steps"],
                        warmup=request["warmup"], samples_per_step=request["samples_per_step"],
                        target_window_s=request["window_seconds"], check=check,
-                       run_steps=run_steps)
+                       run_steps=run_steps, clock=clock)
+
+
+def train_windows(workload: Workload, request: Dict[str, Any],
+                  clock: Callable[[], float] = time.perf_counter) -> Timing:
+    """The training phase's timed windows (warm-up, calibration, windows), the loss checked for
+    NaN after each; ``clock`` is read at the start and end of each."""
+    return _timed(workload, workload.train_step, request, finite_loss_check(workload.loss),
+                  workload.train_steps, clock)
 
 
 def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Backend, RunConfig]]:
@@ -110,9 +119,9 @@ def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
 
 
 def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:
-    check = finite_loss_check(workload.loss)
-    train = _timed(workload, workload.train_step, request, check, workload.train_steps)
-    fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1), check)
+    train = train_windows(workload, request)
+    fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1),
+                     finite_loss_check(workload.loss))
     memory = _peak_memory(workload, baseline_rss)
     start = time.perf_counter()
     flops = workload.flops_per_step()
