@@ -154,3 +154,10 @@ def test_sweep_table_names_the_framework_where_it_holds_several():
     # a spread of hundreds is written out, not as 6e+02
     wide = dict(base, samples_per_s=7102.6, samples_per_s_std=595.3)
     assert "| 7,103 ± 595 samples/s |" in markdown([wide], "")
+    # an experiment's record (experiments/) has the throughput but not the runner's other fields
+    experiment = {k: base[k] for k in ("status", "framework", "model", "mode", "precision",
+                                       "samples_per_s", "samples_per_s_std", "samples_per_s_cv")}
+    table = markdown([dict(experiment, framework="torch")], "").splitlines()
+    assert table[0].startswith("PyTorch on – (–, – threads)"), table[0]
+    assert table[-1] == ("| ncf | jit | bf16 | – | 10 ± 0.1 samples/s | 1.00% | – | – | – "
+                         "| – / – | – | – | – |")
