@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any, Dict, List, Tuple
 
+from fwkernels.cli import add_combination_arguments
 from fwkernels.request import InvalidRequest, require, resolve
 from fwkernels.worker import build, prepare, train_windows
 
@@ -56,11 +57,7 @@ def split_by_windows(collections: List[Tuple[float, float, int]], edges: List[fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("framework")
-    parser.add_argument("model")
-    parser.add_argument("--mode", default=None, help="default: the framework's default mode")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", default="fp32")
+    add_combination_arguments(parser)
     parser.add_argument("--batch", type=int, default=None, help="default: the model's")
     parser.add_argument("--windows", type=int, default=None, help="default: the device's")
     parser.add_argument("--window-seconds", type=float, default=None)

@@ -377,9 +377,12 @@ def _add_noise_argument(p: argparse.ArgumentParser) -> None:
                    help="each machine's measured run-to-run spread (default: noise.toml)")
 
 
-def _add_combination_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("framework", help=f"one of: {', '.join(FRAMEWORKS)}")
-    p.add_argument("model", help=f"one of: {', '.join(MODELS)}")
+def add_combination_arguments(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    """FRAMEWORK MODEL --device --precision --mode, as ``measure`` and the experiments take them;
+    ``optional`` for a command that has a use without them."""
+    nargs = "?" if optional else None
+    p.add_argument("framework", nargs=nargs, help=f"one of: {', '.join(FRAMEWORKS)}")
+    p.add_argument("model", nargs=nargs, help=f"one of: {', '.join(MODELS)}")
     p.add_argument("--device", default="cpu", help=f"one of: {', '.join(DEVICES)}")
     p.add_argument("--precision", default="fp32", help=f"one of: {', '.join(PRECISIONS)}")
     p.add_argument("--mode", help="execution mode (default: the framework's first)")
@@ -396,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("measure", help="run the measurement protocol for one combination")
-    _add_combination_arguments(p)
+    add_combination_arguments(p)
     p.add_argument("--batch", type=int, help="batch size (default: the model's for the device)")
     p.add_argument("--windows", type=_positive, help="timing windows K")
     p.add_argument("--steps", type=_positive, help="steps per window N (default: calibrated)")
@@ -432,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "same model, synthetic batch, SGD and learning rate, scaled to --batch), "
                        "runs --steps training steps on that one batch and prints 'step loss "
                        "seconds' every --every steps.")
-    _add_combination_arguments(p)
+    add_combination_arguments(p)
     p.add_argument("--batch", type=int, help="default: the model's GPU batch")
     p.add_argument("--steps", type=_positive, default=300)
     p.add_argument("--every", type=_positive, default=10)
@@ -525,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("repeat", help="one combination's training throughput in N fresh "
                        "processes: the spread between runs beside the spread within one",
                        description=analysis.repeat_table.__doc__)
-    _add_combination_arguments(p)
+    add_combination_arguments(p)
     p.add_argument("--runs", type=int, default=5, help="fresh processes (default 5)")
     p.add_argument("--batch", type=int, help="batch size (default: the model's for the device)")
     p.add_argument("--windows", type=int, help="timing windows K")

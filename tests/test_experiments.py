@@ -82,13 +82,18 @@ def test_dynamo_graph_breaks_counts_the_graphs_of_a_compiled_step():
     assert len(result["step_s"]) == 2
 
 
-def test_gc_pauses_counts_a_collection_inside_a_window_only_when_it_starts_there():
+def load(name: str):
+    """An experiment's module, for testing its functions."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gc_pauses",
-                                                  os.path.join(EXPERIMENTS, "gc_pauses.py"))
-    gc_pauses = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gc_pauses)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(EXPERIMENTS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gc_pauses_counts_a_collection_inside_a_window_only_when_it_starts_there():
+    gc_pauses = load("gc_pauses")
     # clock readings: warm-up start and end, calibration start and end, then two windows
     edges = [0.0, 1.0, 1.0, 1.1, 2.0, 3.0, 3.5, 4.5]
     collections = [(0.5, 0.01, 2), (1.05, 0.001, 0), (2.0, 0.001, 0), (2.9, 0.2, 1),
@@ -113,3 +118,54 @@ def test_gc_pauses_times_the_suites_windows(collector):
     if collector == "off":
         assert sum(g["count"] for g in result["inside_windows"].values()) == 0
     assert result["windows_s"] > 0
+
+
+def reading(clock: float, thread_cpu: float = 0.0, steal: float = 0.0) -> dict:
+    return {"clock": clock, "thread_cpu": thread_cpu, "process_cpu": clock,
+            "involuntary_switches": 0, "migrations": None, "steal": steal}
+
+
+def test_host_pace_splits_each_window_at_its_closing_sync():
+    host_pace = load("host_pace")
+    # clock readings: warm-up start and end, calibration start and end, then two windows
+    edges = [reading(t) for t in (0.0, 1.0, 1.0, 1.1, 2.0, 3.0)] + [reading(3.0),
+                                                                     reading(4.5, steal=0.25)]
+    # readings as each sync began: warm-up, calibration, the two windows
+    launched = [reading(1.0), reading(1.1), reading(2.9, thread_cpu=0.6), reading(4.0)]
+    rows = host_pace.split_windows(edges, launched, windows=2)
+    assert [(r["wall_s"], r["launch_s"], r["drain_s"]) for r in rows] == [(1.0, 0.9, 0.1),
+                                                                          (1.5, 1.0, 0.5)]
+    assert [r["thread_cpu_s"] for r in rows] == [0.6, 0.0]
+    assert [r["steal_s"] for r in rows] == [0.0, 0.25] and rows[0]["migrations"] is None
+    probe = [[1.9, 2.1, 5.0], [2.2, 2.4, 7.0], [2.6, 2.8, 9.0], [2.95, 3.05, 100.0]]
+    assert host_pace.probe_speeds([p + [1.0, 0.0] for p in probe], rows) == [8.0, None]
+
+
+def test_host_pace_times_the_suites_windows_with_the_probe_beside_them():
+    needs("torch")
+    cores = sorted(os.sched_getaffinity(0))
+    out = experiment("host_pace.py", "torch", "ncf", "--batch", "256", "--windows", "2",
+                     "--window-seconds", "0.3", "--cpus", str(cores[0]),
+                     "--probe-cpu", str(cores[-1]))
+    result = json.loads(out.splitlines()[-1])
+    assert result["status"] == "ok" and result["cpus"] == [cores[0]], result
+    assert len(result["per_window"]) == 2
+    for row in result["per_window"]:
+        assert abs(row["launch_s"] + row["drain_s"] - row["wall_s"]) < 1e-5, row
+        assert row["probe_speed"] > 0 and row["thread_cpu_s"] > 0, row
+
+
+def test_host_pace_reads_the_probe_alone():
+    out = experiment("host_pace.py", "--probe-alone", "0.3",
+                     "--probe-cpu", str(min(os.sched_getaffinity(0))))
+    result = json.loads(out)
+    assert result["readings"] and result["speed_min"] <= result["speed_max"], result
+    assert all(speed > 0 and 0 < on_cpu <= 1.05 for speed, on_cpu, _ in result["readings"])
+
+
+def test_host_pace_names_the_cores_it_can_use_when_given_another():
+    proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, "host_pace.py"),
+                           "--probe-alone", "1", "--probe-cpu", "4096"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.count("\n") == 1 and "among this process's" in proc.stderr, proc.stderr
