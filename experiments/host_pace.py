@@ -4,12 +4,14 @@ process, with each window split into the time until its steps were launched (``l
 host's part) and the time its closing sync then waited for the device (``drain_s``).  Beside
 them, per window: the CPU time of the main thread while launching and of the whole process,
 the main thread's involuntary context switches (the scheduler took its core) and migrations
-to another core, and the steal time of all cores (the hypervisor ran something else on them).
+to another core, the process's minor page faults (memory mapped and zeroed again), and the
+steal time of all cores (the hypervisor ran something else on them).
 A window whose drain is near zero left the device nothing queued: the host's work (or a wait
 inside the steps) set its pace, not the device's.
 
 ``--cpus`` pins the process to those cores before the framework is imported (its threads
-inherit it), as pyperf's ``--affinity`` does.  ``--probe-cpu N`` runs the records' host-speed
+inherit it), as pyperf's ``--affinity`` does, and before the thread count is resolved: one thread
+per pinned core unless ``--threads`` says otherwise.  ``--probe-cpu N`` runs the records' host-speed
 probe (``fwkernels.runner.host_speed``, a fixed pure-Python loop) without pause in a second
 process pinned to core N while the windows run, and gives each window the probe's mean speed
 over it.  ``--probe-alone SECONDS --probe-cpu N`` runs only the probe, for that long, and
@@ -38,7 +40,8 @@ from fwkernels.request import InvalidRequest, Request, require, resolve
 from fwkernels.runner import host_speed
 from fwkernels.worker import build, prepare, train_windows
 
-COUNTERS = ("clock", "thread_cpu", "process_cpu", "involuntary_switches", "migrations", "steal")
+COUNTERS = ("clock", "thread_cpu", "process_cpu", "involuntary_switches", "migrations", "steal",
+            "minor_faults")
 PROBE_READING_S = 0.05
 
 
@@ -69,7 +72,8 @@ def snapshot() -> Dict[str, Any]:
     return {"clock": time.perf_counter(), "thread_cpu": time.thread_time(),
             "process_cpu": time.process_time(),
             "involuntary_switches": resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw,
-            "migrations": migrations(), "steal": steal_seconds()}
+            "migrations": migrations(), "steal": steal_seconds(),
+            "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}
 
 
 def difference(end: Dict[str, Any], start: Dict[str, Any]) -> Dict[str, Any]:
@@ -83,7 +87,8 @@ def split_windows(edges: List[Dict[str, Any]], launched: List[Dict[str, Any]],
     ``2 * windows`` of ``edges``) and the readings taken as each closing sync began (the last
     ``windows`` of ``launched``): its wall, launch and drain seconds, the counters' changes
     while launching (``thread_cpu_s``, ``involuntary_switches``, ``migrations``) and over the
-    whole window (``process_cpu_s``, ``steal_s``)."""
+    whole window (``process_cpu_s``, ``steal_s``, and the process's page faults that needed no
+    disk, ``minor_faults``: memory the kernel had to map and zero)."""
     starts, ends = edges[-2 * windows::2], edges[-2 * windows + 1::2]
     rows = []
     for start, launch, end in zip(starts, launched[-windows:], ends):
@@ -94,7 +99,8 @@ def split_windows(edges: List[Dict[str, Any]], launched: List[Dict[str, Any]],
                      "thread_cpu_s": round(launching["thread_cpu"], 6),
                      "process_cpu_s": round(whole["process_cpu"], 6),
                      "involuntary_switches": launching["involuntary_switches"],
-                     "migrations": launching["migrations"], "steal_s": round(whole["steal"], 2)})
+                     "migrations": launching["migrations"], "steal_s": round(whole["steal"], 2),
+                     "minor_faults": whole["minor_faults"]})
     return rows
 
 
@@ -152,6 +158,7 @@ def measure(request: Request, probe_cpu: Optional[int]) -> Dict[str, Any]:
     result: Dict[str, Any] = {"framework": request.framework, "mode": request.mode,
                               "model": request.model, "device": request.device,
                               "precision": request.precision, "batch": request.batch,
+                              "threads": request.threads,
                               "cpus": sorted(os.sched_getaffinity(0)),
                               "host_cores": os.cpu_count(), "load_before": os.getloadavg()}
     message = request.worker_message(["train"])
@@ -219,6 +226,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=None, help="default: the model's")
     parser.add_argument("--windows", type=int, default=None, help="default: the device's")
     parser.add_argument("--window-seconds", type=float, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="default: all usable cores")
     parser.add_argument("--cpus", default=None, help='cores to pin to, e.g. "3" or "2-3"')
     parser.add_argument("--probe-cpu", default=None, help="the host-speed probe's core")
     parser.add_argument("--probe-alone", type=float, default=None, metavar="SECONDS")
@@ -240,11 +248,12 @@ def main() -> int:
             return 0
         if not args.model:
             raise ValueError("give FRAMEWORK MODEL, or --probe-alone SECONDS --probe-cpu N")
+        if args.cpus:  # before resolving: the default thread count is the pinned cores'
+            os.sched_setaffinity(0, parse_cpus("--cpus", args.cpus, available))
         request = require(resolve(args.framework, args.model, device=args.device,
                                   precision=args.precision, mode=args.mode, batch=args.batch,
-                                  windows=args.windows, window_seconds=args.window_seconds))
-        if args.cpus:
-            os.sched_setaffinity(0, parse_cpus("--cpus", args.cpus, available))
+                                  windows=args.windows, window_seconds=args.window_seconds,
+                                  threads=args.threads))
     except (InvalidRequest, ValueError) as error:
         print(f"host_pace.py: {error}", file=sys.stderr)
         return 2

@@ -120,16 +120,17 @@ def test_gc_pauses_times_the_suites_windows(collector):
     assert result["windows_s"] > 0
 
 
-def reading(clock: float, thread_cpu: float = 0.0, steal: float = 0.0) -> dict:
+def reading(clock: float, thread_cpu: float = 0.0, steal: float = 0.0, faults: int = 0) -> dict:
     return {"clock": clock, "thread_cpu": thread_cpu, "process_cpu": clock,
-            "involuntary_switches": 0, "migrations": None, "steal": steal}
+            "involuntary_switches": 0, "migrations": None, "steal": steal,
+            "minor_faults": faults}
 
 
 def test_host_pace_splits_each_window_at_its_closing_sync():
     host_pace = load("host_pace")
     # clock readings: warm-up start and end, calibration start and end, then two windows
-    edges = [reading(t) for t in (0.0, 1.0, 1.0, 1.1, 2.0, 3.0)] + [reading(3.0),
-                                                                     reading(4.5, steal=0.25)]
+    edges = [reading(t) for t in (0.0, 1.0, 1.0, 1.1, 2.0)] + [
+        reading(3.0, faults=7), reading(3.0, faults=7), reading(4.5, steal=0.25, faults=10)]
     # readings as each sync began: warm-up, calibration, the two windows
     launched = [reading(1.0), reading(1.1), reading(2.9, thread_cpu=0.6), reading(4.0)]
     rows = host_pace.split_windows(edges, launched, windows=2)
@@ -137,6 +138,7 @@ def test_host_pace_splits_each_window_at_its_closing_sync():
                                                                           (1.5, 1.0, 0.5)]
     assert [r["thread_cpu_s"] for r in rows] == [0.6, 0.0]
     assert [r["steal_s"] for r in rows] == [0.0, 0.25] and rows[0]["migrations"] is None
+    assert [r["minor_faults"] for r in rows] == [7, 3]
     probe = [[1.9, 2.1, 5.0], [2.2, 2.4, 7.0], [2.6, 2.8, 9.0], [2.95, 3.05, 100.0]]
     assert host_pace.probe_speeds([p + [1.0, 0.0] for p in probe], rows) == [8.0, None]
 
@@ -149,6 +151,7 @@ def test_host_pace_times_the_suites_windows_with_the_probe_beside_them():
                      "--probe-cpu", str(cores[-1]))
     result = json.loads(out.splitlines()[-1])
     assert result["status"] == "ok" and result["cpus"] == [cores[0]], result
+    assert result["threads"] == 1 and result["allocator"] == "glibc", result
     assert len(result["per_window"]) == 2
     for row in result["per_window"]:
         assert abs(row["launch_s"] + row["drain_s"] - row["wall_s"]) < 1e-5, row
