@@ -13,7 +13,8 @@ Schema versions: 1 adds the ``schema`` field itself; a record without it (everyt
 before) is version 0, which has the same fields, and loads unchanged. 2 adds ``release`` (the
 ledger release measured) and ``harness_commit`` (the fwkernels commit that measured it).
 ``autotune``, ``autotune_setting`` and ``layout`` (docs/fairness.md) are optional fields of version
-2: a record without them was measured before the fairness policy.
+2: a record without them was measured before the fairness policy; so are ``allocator`` and
+``allocator_settings``, which a record measured before they existed lacks.
 """
 from __future__ import annotations
 
@@ -126,6 +127,10 @@ class Record(Mapping):
     cpu = Field[str](TEXT, "CPU model")
     device_name = Field[str](TEXT, "GPU name, where one is used")
     compile_cache = Field[str](TEXT, "how the workers' on-disk compiler caches were set")
+    allocator = Field[str](TEXT, "the worker's malloc: glibc, or the allocator preloaded into it "
+                           "(LD_PRELOAD), e.g. tcmalloc_minimal")
+    allocator_settings = Field[dict](MAP, "the variables set that tune it (GLIBC_TUNABLES, "
+                                     "MALLOC_CONF, THP_MEM_ALLOC_ENABLE, ...)")
     host_speed = Field[float](NUMBER, "the host's speed: the slower of host_speed_probes")
     host_speed_probes = Field[list](LIST, "millions of iterations/s of a fixed pure-Python loop on "
                                     "one core, just before and just after the measurement "

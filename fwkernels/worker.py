@@ -29,6 +29,27 @@ from fwkernels.protocol import NonFiniteLoss, Timing, finite_loss_check, run_win
 
 
 FOLDER_VARIABLE = "FWKERNELS_WORKER_FOLDER"
+ALLOCATOR_LIBRARIES = ("tcmalloc", "jemalloc", "mimalloc")
+ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_CONF", "THP_MEM_ALLOC_ENABLE")
+ALLOCATOR_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_")
+
+
+def memory_allocator() -> Dict[str, Any]:
+    """The ``allocator`` this process runs on: "glibc", or an allocator library preloaded into it
+    (LD_PRELOAD, and mapped: a path the loader could not open is not), e.g. "tcmalloc_minimal";
+    and ``allocator_settings``, the variables set that tune it.  On the CPU they decide how much
+    of a step goes to page faults (docs/reports.md, *Page faults*)."""
+    def stem(path: str) -> str:  # /usr/lib/libtcmalloc_minimal.so.4.5.10 -> tcmalloc_minimal
+        return os.path.basename(path).split(".so")[0][len("lib"):]
+
+    with open("/proc/self/maps") as f:
+        mapped = {stem(line.split()[-1]) for line in f if ".so" in line}
+    preloaded = [stem(path) for path in os.environ.get("LD_PRELOAD", "").replace(":", " ").split()]
+    names = [name for name in preloaded if name in mapped and name.startswith(ALLOCATOR_LIBRARIES)]
+    settings = {name: value for name, value in os.environ.items()
+                if name in ALLOCATOR_VARIABLES or name.startswith(ALLOCATOR_PREFIXES)}
+    return {"allocator": names[0] if names else "glibc",
+            **({"allocator_settings": settings} if settings else {})}
 
 
 def current_rss_bytes() -> int:
@@ -73,6 +94,7 @@ def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Back
     out["framework_version"] = backend.version()
     out["import_s"] = time.perf_counter() - start
     backend.set_threads(request["threads"])
+    out.update(memory_allocator())
     device = request["device"]
     if not backend.device_available(device):
         usable = [d for d in DEVICES if backend.device_available(d)]

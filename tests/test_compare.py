@@ -198,3 +198,20 @@ def test_a_difference_in_the_hosts_speed_is_named():
     summary = comparison_table(side_a, side_b, results, 1.1).summary
     assert "The host ran at different speeds: A 8.0, B 14.0 million loop iterations/s (75% apart" \
         in summary[-1]
+
+
+def test_a_difference_in_the_memory_allocator_is_named():
+    from fwkernels.report.compare import comparison_table
+
+    fresh = load_runs(RESULTS)
+    side_a, side_b = (resolve(name, fresh, "cpu-fixture", None) for name in (OLD, NEW))
+    results = compare(side_a, side_b, benchmark_units(RESULTS))
+    for side, allocator in ((side_a, "glibc"), (side_b, "glibc")):
+        for run in side.runs:
+            run.records = [r.with_fields(allocator=allocator) for r in run.records]
+    assert not any("allocator" in line
+                   for line in comparison_table(side_a, side_b, results, 1.1).summary)
+    for run in side_b.runs:
+        run.records = [r.with_fields(allocator="tcmalloc_minimal") for r in run.records]
+    summary = comparison_table(side_a, side_b, results, 1.1).summary
+    assert "The runs used different memory allocators: A glibc, B tcmalloc_minimal;" in summary[-1]

@@ -1,5 +1,7 @@
 """Registries, specs and the asv suite's parameters: no framework needed."""
 import importlib.util
+import json
+import os
 import subprocess
 import sys
 
@@ -159,3 +161,33 @@ def test_the_harness_commit_ignores_what_a_run_writes(tmp_path):
     assert suite.harness_commit(str(tmp_path)) == commit
     (tmp_path / "fwkernels/runner.py").write_text("2\n")
     assert suite.harness_commit(str(tmp_path)) == commit + "+changes"
+
+
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
+
+
+def worker_allocator(**env: str) -> dict:
+    from fwkernels.worker import ALLOCATOR_PREFIXES, ALLOCATOR_VARIABLES
+
+    code = "import json; from fwkernels.worker import memory_allocator; " \
+           "print(json.dumps(memory_allocator()))"
+    clean = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"
+             and k not in ALLOCATOR_VARIABLES and not k.startswith(ALLOCATOR_PREFIXES)}
+    proc = subprocess.run([sys.executable, "-c", code], env={**clean, **env},
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_a_record_names_the_allocator_and_the_variables_that_tune_it():
+    assert worker_allocator() == {"allocator": "glibc"}
+    tuned = worker_allocator(GLIBC_TUNABLES="glibc.malloc.mmap_max=0")
+    assert tuned == {"allocator": "glibc",
+                     "allocator_settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0"}}
+    # a preload the loader cannot open is not the allocator (the loader says so and goes on)
+    assert worker_allocator(LD_PRELOAD="/nonexistent/libtcmalloc.so.4")["allocator"] == "glibc"
+
+
+@pytest.mark.skipif(not os.path.exists(TCMALLOC) and not os.environ.get("CI"),
+                    reason="Debian's libtcmalloc-minimal4 is not installed (.ci/run installs it)")
+def test_a_preloaded_allocator_is_named():
+    assert worker_allocator(LD_PRELOAD=TCMALLOC)["allocator"] == "tcmalloc_minimal"

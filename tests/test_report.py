@@ -305,22 +305,27 @@ def test_a_suite_run_in_slices_reports_its_commits_together():
                for m in ("ncf", "resnet50"))
 
 
+def ncf_run(commit: str, framework: str, **fields):
+    """A run of one release measuring NCF at fp32, its record carrying ``fields``."""
+    from fwkernels.report.results import Run, Value
+
+    r = Run(machine="cpu", commit=commit * 40, env=framework, date=1, requirements={},
+            release=f"{framework}-1.0")
+    key = (THROUGHPUT, framework, "ncf", "fp32")
+    r.attempted[key] = True
+    r.values[key] = Value(1e4, 1e2, (1e4,))
+    r.records.append(Record.new(status="ok", framework=framework, mode="eager", model="ncf",
+                                precision="fp32", **fields))
+    return r
+
+
 def test_report_names_host_speeds_further_apart_than_the_tolerance():
     """Records carry the host's speed before and after each measurement; the report's header says
     when the runs shown were taken at speeds more than 10% apart, and stays silent otherwise; it
     adds how far one measurement's two probes disagreed, where more than 10%."""
-    from fwkernels.report.results import Run, Value
-
     def run(commit, framework, speed, probes=None):
-        r = Run(machine="cpu", commit=commit * 40, env=framework, date=1, requirements={},
-                release=f"{framework}-1.0")
-        key = (THROUGHPUT, framework, "ncf", "fp32")
-        r.attempted[key] = True
-        r.values[key] = Value(1e4, 1e2, (1e4,))
-        r.records.append(Record.new(status="ok", framework=framework, mode="eager", model="ncf",
-                                    precision="fp32", host_speed=speed,
-                                    host_speed_probes=probes or [speed, speed]))
-        return r
+        return ncf_run(commit, framework, host_speed=speed,
+                       host_speed_probes=probes or [speed, speed])
 
     alike = [run("a", "torch", 14.0), run("b", "jax", 15.0)]
     report = build_report(alike, "cpu", "aaaa,bbbb")
@@ -333,6 +338,19 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
     unsteady = apart + [run("c", "mxnet", 9.0, probes=[13.5, 9.0])]
     text = render_report_text(build_report(unsteady, "cpu", "aaaa,bbbb,cccc"))
     assert "The two probes of one measurement differed by up to 50%" in text
+
+
+def test_report_names_the_memory_allocators_when_the_runs_used_several():
+    run = ncf_run
+    alike = [run("a", "torch", allocator="glibc"), run("b", "jax", allocator="glibc"),
+             run("c", "mxnet")]
+    assert build_report(alike, "cpu", "aaaa,bbbb,cccc").allocator_note() is None
+    tuned = {"allocator": "glibc",
+             "allocator_settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0"}}
+    text = render_report_text(build_report(alike + [run("d", "paddle", **tuned)], "cpu",
+                                           "aaaa,bbbb,cccc,dddd"))
+    assert ("The runs used different memory allocators: glibc (torch-1.0, jax-1.0); "
+            "glibc GLIBC_TUNABLES=glibc.malloc.mmap_max=0 (paddle-1.0);") in text
 
 
 def test_combination_time_splits_each_measurement(tmp_path):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.report import noise
-from fwkernels.report.model import host_speeds_apart
+from fwkernels.report.model import ALLOCATOR_EFFECT, allocator_name, host_speeds_apart
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -186,6 +186,11 @@ def compare(a: Side, b: Side, units: Dict[str, str], run_to_run: float = 0.0) ->
             for k in keys]
 
 
+def side_allocators(side: Side) -> List[str]:
+    """The memory allocators a side's records ran with (none: its records do not say)."""
+    return sorted({name for run in side.runs for name in map(allocator_name, run.records) if name})
+
+
 def side_host_speed(side: Side) -> Optional[float]:
     """The median host speed over the records of a side's runs (None: no record has one)."""
     speeds = sorted(r["host_speed"] for run in side.runs for r in run.records
@@ -235,6 +240,11 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         + f") and beyond --factor {factor:g}; figures without samples are judged by the factor "
         "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
+    allocators = [side_allocators(a), side_allocators(b)]
+    if all(allocators) and allocators[0] != allocators[1]:
+        table.summary.append(
+            f"The runs used different memory allocators: A {', '.join(allocators[0])}, "
+            f"B {', '.join(allocators[1])}; {ALLOCATOR_EFFECT}.")
     speeds = [side_host_speed(a), side_host_speed(b)]
     apart = host_speeds_apart(min(speeds), max(speeds)) if all(speeds) else None
     if apart is not None:

@@ -7,7 +7,7 @@ and html.py (pages inside asv's site).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 from fwkernels import site
@@ -27,6 +27,17 @@ def host_speeds_apart(slow: float, fast: float) -> Optional[float]:
     return 100 * apart if apart > HOST_SPEED_TOLERANCE else None
 
 NOT_INSTALLED = "no release of it measured in this run"
+ALLOCATOR_EFFECT = ("on the CPU the allocator alone moved PyTorch's training throughput by up to "
+                    "1.55x (docs/reports.md, *Page faults*)")
+
+
+def allocator_name(record: Mapping[str, Any]) -> Optional[str]:
+    """The memory allocator a record's worker ran with and the variables that tuned it, e.g.
+    "glibc GLIBC_TUNABLES=..." (None: a record measured before records said)."""
+    if not record.get("allocator"):
+        return None
+    settings = sorted((record.get("allocator_settings") or {}).items())
+    return " ".join([record["allocator"]] + [f"{name}={value}" for name, value in settings])
 
 
 @dataclass
@@ -113,22 +124,36 @@ class Report:
                                              "profile; asv's log says why)")
         return Outcome("no result", reason="measured, but asv kept no value (see asv's log)")
 
+    def _run_names_by(self, key: Callable[[Mapping[str, Any]], Optional[str]]
+                      ) -> Dict[str, List[str]]:
+        """The names of the runs shown, by ``key`` of their records (None: left out)."""
+        by_key: Dict[str, List[str]] = {}
+        for run in self.history:
+            for value in filter(None, map(key, run.records)):
+                names = by_key.setdefault(value, [])
+                if run.name not in names:
+                    names.append(run.name)
+        return by_key
+
     def harness_note(self) -> Optional[str]:
         """Which fwkernels commits measured the runs shown, when there are several: figures of
         different harness versions side by side (in a table or a history graph)."""
-        by_commit: Dict[str, List[str]] = {}
-        for run in self.history:
-            for r in run.records:
-                if r.get("harness_commit") or r.get("asv_commit"):
-                    harness = (r.get("harness_commit") or r["asv_commit"])[:8]
-                    names = by_commit.setdefault(harness, [])
-                    if run.name not in names:
-                        names.append(run.name)
+        by_commit = self._run_names_by(
+            lambda r: (r.get("harness_commit") or r.get("asv_commit") or "")[:8] or None)
         if len(by_commit) < 2:
             return None
         return ("The graphs mix harness versions: " + "; ".join(
             f"fwkernels {commit} measured {', '.join(names)}"
             for commit, names in sorted(by_commit.items())) + ".")
+
+    def allocator_note(self) -> Optional[str]:
+        """Which memory allocators the runs shown ran with, when more than one."""
+        by_allocator = self._run_names_by(allocator_name)
+        if len(by_allocator) < 2:
+            return None
+        return ("The runs used different memory allocators: " + "; ".join(
+            f"{allocator} ({', '.join(names)})"
+            for allocator, names in sorted(by_allocator.items())) + f"; {ALLOCATOR_EFFECT}.")
 
     def host_speed_note(self) -> Optional[str]:
         """How far apart the host's speed was (``host_speed`` of the records) among the runs
