@@ -341,13 +341,12 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
 
 
 def test_report_names_the_memory_allocators_when_the_runs_used_several():
-    run = ncf_run
-    alike = [run("a", "torch", allocator="glibc"), run("b", "jax", allocator="glibc"),
-             run("c", "mxnet")]
+    alike = [ncf_run("a", "torch", allocator="glibc"), ncf_run("b", "jax", allocator="glibc"),
+             ncf_run("c", "mxnet")]
     assert build_report(alike, "cpu", "aaaa,bbbb,cccc").allocator_note() is None
     tuned = {"allocator": "glibc",
              "allocator_settings": {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0"}}
-    text = render_report_text(build_report(alike + [run("d", "paddle", **tuned)], "cpu",
+    text = render_report_text(build_report(alike + [ncf_run("d", "paddle", **tuned)], "cpu",
                                            "aaaa,bbbb,cccc,dddd"))
     assert ("The runs used different memory allocators: glibc (torch-1.0, jax-1.0); "
             "glibc GLIBC_TUNABLES=glibc.malloc.mmap_max=0 (paddle-1.0);") in text
