@@ -14,13 +14,15 @@ inherit it), as pyperf's ``--affinity`` does, and before the thread count is res
 per pinned core unless ``--threads`` says otherwise.  ``--probe-cpu N`` runs the records' host-speed
 probe (``fwkernels.runner.host_speed``, a fixed pure-Python loop) without pause in a second
 process pinned to core N while the windows run, and gives each window the probe's mean speed
-over it.  ``--probe-alone SECONDS --probe-cpu N`` runs only the probe, for that long, and
-gives each reading its speed, the share of its wall time the probe's thread was on the CPU
-and core N's steal time: how steady the host's own pace is with no framework running.
+over it.  ``--probe-alone SECONDS --probe-cpu CORES`` runs only the probe, for that long, on
+each of those cores at once, and gives each reading its clock, its speed, the share of its wall
+time the probe's thread was on the CPU and the core's steal time, and for several cores the
+correlation of their half-second mean speeds: how steady the host's own pace is with no
+framework running, and whether its cores change pace together.
 Prints one JSON object (docs/gpu.md, *Spread*).
 
     python experiments/host_pace.py keras-torch alexnet --device cuda --precision bf16 --probe-cpu 15
-    python experiments/host_pace.py --probe-alone 20 --probe-cpu 15
+    python experiments/host_pace.py --probe-alone 20 --probe-cpu 3,8,15
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from itertools import combinations
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from fwkernels.cli import add_combination_arguments
 from fwkernels.request import InvalidRequest, Request, require, resolve
@@ -43,6 +46,7 @@ from fwkernels.worker import build, prepare, train_windows
 COUNTERS = ("clock", "thread_cpu", "process_cpu", "involuntary_switches", "migrations", "steal",
             "minor_faults")
 PROBE_READING_S = 0.05
+CORRELATION_BIN_S = 0.5
 
 
 def steal_seconds(cpu: Optional[int] = None) -> float:
@@ -143,15 +147,66 @@ def parse_cpus(flag: str, text: str, available: Set[int]) -> Set[int]:
     return cpus
 
 
-def probe_alone(seconds: float, cpu: int) -> Dict[str, Any]:
-    readings: List[List[float]] = []
-    probe(cpu, seconds, readings.append)
-    speeds = [reading[2] for reading in readings]
-    return {"probe_cpu": cpu, "host_cores": os.cpu_count(), "seconds": seconds,
-            "speed_min": min(speeds), "speed_max": max(speeds),
+class Probe:
+    """The probe in a process of its own on one core, its readings kept in a file (not a pipe:
+    a long warm-up of the measured process cannot fill it)."""
+
+    def __init__(self, cpu: int) -> None:
+        self.cpu = cpu
+        self.out = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--probe-lines", "--probe-cpu", str(cpu)],
+            stdout=self.out, text=True)
+
+    def started(self) -> bool:
+        """Wait for the first reading; False if the probe ended before it."""
+        while not os.fstat(self.out.fileno()).st_size:
+            if self.process.poll() is not None:
+                return False
+            time.sleep(PROBE_READING_S)
+        return True
+
+    def stop(self) -> List[List[float]]:
+        self.process.terminate()
+        self.process.wait()
+        self.out.seek(0)
+        return [[float(x) for x in line.split()] for line in self.out if len(line.split()) == 5]
+
+
+def pace_correlations(readings: Dict[int, List[List[float]]],
+                      bin_s: float = CORRELATION_BIN_S) -> List[List[Any]]:
+    """Per pair of cores, the correlation of the probe's mean speeds over the same ``bin_s``
+    spans (readings wholly inside each), over the time every core was read."""
+    start = max(rows[0][0] for rows in readings.values())
+    end = min(rows[-1][1] for rows in readings.values())
+    spans = [{"start_clock": start + i * bin_s, "wall_s": bin_s}
+             for i in range(int((end - start) / bin_s))]
+    means = {cpu: probe_speeds(rows, spans) for cpu, rows in readings.items()}
+    pairs = []
+    for a, b in combinations(sorted(readings), 2):
+        known = [(x, y) for x, y in zip(means[a], means[b]) if x is not None and y is not None]
+        pairs.append([a, b, round(statistics.correlation(*zip(*known)), 3)
+                      if len(known) >= 3 else None])
+    return pairs
+
+
+def probe_alone(seconds: float, cpus: Sequence[int]) -> Dict[str, Any]:
+    probes = [Probe(cpu) for cpu in cpus]
+    if not all([probe.started() for probe in probes]):
+        raise RuntimeError("a probe ended before its first reading")
+    time.sleep(seconds)
+    readings = {probe.cpu: probe.stop() for probe in probes}
+    result: Dict[str, Any] = {"host_cores": os.cpu_count(), "seconds": seconds, "probes": []}
+    for cpu, rows in readings.items():
+        speeds = [row[2] for row in rows]
+        result["probes"].append({
+            "probe_cpu": cpu, "speed_min": min(speeds), "speed_max": max(speeds),
             "speed_cv": round(statistics.stdev(speeds) / statistics.fmean(speeds), 4),
-            "steal_s": round(sum(reading[4] for reading in readings), 2),
-            "readings": [reading[2:] for reading in readings]}
+            "on_cpu_min": min(row[3] for row in rows),
+            "steal_s": round(sum(row[4] for row in rows), 2), "readings": rows})
+    if len(cpus) > 1:
+        result["correlations"] = pace_correlations(readings)
+    return result
 
 
 def measure(request: Request, probe_cpu: Optional[int]) -> Dict[str, Any]:
@@ -180,15 +235,10 @@ def measure(request: Request, probe_cpu: Optional[int]) -> Dict[str, Any]:
         device_sync()
 
     workload.sync = sync  # type: ignore[method-assign]
-    probe_out = tempfile.TemporaryFile("w+")  # a file, not a pipe: a long warm-up cannot fill it
-    prober = None if probe_cpu is None else subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--probe-lines", "--probe-cpu", str(probe_cpu)],
-        stdout=probe_out, text=True)
-    while prober is not None and not os.fstat(probe_out.fileno()).st_size:  # its first reading
-        if prober.poll() is not None:
-            result.update(status="error", error=f"the probe ended with {prober.returncode}")
-            return result
-        time.sleep(PROBE_READING_S)
+    prober = None if probe_cpu is None else Probe(probe_cpu)
+    if prober is not None and not prober.started():
+        result.update(status="error", error=f"the probe ended with {prober.process.returncode}")
+        return result
     try:
         timing = train_windows(workload, dict(message, samples_per_step=config.samples_per_step),
                                clock)
@@ -196,13 +246,9 @@ def measure(request: Request, probe_cpu: Optional[int]) -> Dict[str, Any]:
         result.update(status="error", error=f"{type(error).__name__}: {error}".splitlines()[0])
         return result
     finally:
-        if prober is not None:
-            prober.terminate()
-            prober.wait()
+        readings = prober.stop() if prober is not None else []
     rows = split_windows(edges, launched, request.windows)
     if prober is not None:
-        probe_out.seek(0)
-        readings = [[float(x) for x in line.split()] for line in probe_out if len(line.split()) == 5]
         speeds = probe_speeds(readings, rows)
         for row, speed in zip(rows, speeds):
             row["probe_speed"] = speed
@@ -228,7 +274,8 @@ def main() -> int:
     parser.add_argument("--window-seconds", type=float, default=None)
     parser.add_argument("--threads", type=int, default=None, help="default: all usable cores")
     parser.add_argument("--cpus", default=None, help='cores to pin to, e.g. "3" or "2-3"')
-    parser.add_argument("--probe-cpu", default=None, help="the host-speed probe's core")
+    parser.add_argument("--probe-cpu", default=None,
+                        help="the host-speed probe's core (cores, with --probe-alone)")
     parser.add_argument("--probe-alone", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--probe-lines", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -236,15 +283,19 @@ def main() -> int:
         # the probe's own process starts with the measured process's cores, pinned or not
         available = (set(range(os.cpu_count() or 1)) if args.probe_lines
                      else os.sched_getaffinity(0))
-        probe_cpu = (min(parse_cpus("--probe-cpu", args.probe_cpu, available))
-                     if args.probe_cpu else None)
-        if args.probe_lines or args.probe_alone:
-            if probe_cpu is None:
+        probe_cpus = (sorted(parse_cpus("--probe-cpu", args.probe_cpu, available))
+                      if args.probe_cpu else [])
+        if args.probe_alone:
+            if not probe_cpus:
                 raise ValueError("--probe-alone needs --probe-cpu")
-            if args.probe_lines:
-                probe(probe_cpu, 0, lambda reading: print(*reading, flush=True))
-                return 0
-            print(json.dumps(probe_alone(args.probe_alone, probe_cpu)))
+            print(json.dumps(probe_alone(args.probe_alone, probe_cpus)))
+            return 0
+        if len(probe_cpus) > 1:
+            raise ValueError(f"--probe-cpu {args.probe_cpu!r}: name one core beside a run "
+                             "(several only with --probe-alone)")
+        probe_cpu = probe_cpus[0] if probe_cpus else None
+        if args.probe_lines and probe_cpu is not None:
+            probe(probe_cpu, 0, lambda reading: print(*reading, flush=True))
             return 0
         if not args.model:
             raise ValueError("give FRAMEWORK MODEL, or --probe-alone SECONDS --probe-cpu N")

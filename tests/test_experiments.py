@@ -158,12 +158,32 @@ def test_host_pace_times_the_suites_windows_with_the_probe_beside_them():
         assert row["probe_speed"] > 0 and row["thread_cpu_s"] > 0, row
 
 
-def test_host_pace_reads_the_probe_alone():
+def test_host_pace_reads_the_probe_alone_on_each_core_at_once():
+    cores = sorted(os.sched_getaffinity(0))[:2]
     out = experiment("host_pace.py", "--probe-alone", "0.3",
-                     "--probe-cpu", str(min(os.sched_getaffinity(0))))
+                     "--probe-cpu", ",".join(map(str, cores)))
     result = json.loads(out)
-    assert result["readings"] and result["speed_min"] <= result["speed_max"], result
-    assert all(speed > 0 and 0 < on_cpu <= 1.05 for speed, on_cpu, _ in result["readings"])
+    assert [probe["probe_cpu"] for probe in result["probes"]] == cores, result
+    for probe in result["probes"]:
+        assert probe["readings"] and probe["speed_min"] <= probe["speed_max"], probe
+        assert all(start < end and speed > 0 and 0 < on_cpu <= 1.05
+                   for start, end, speed, on_cpu, _ in probe["readings"])
+    assert ("correlations" in result) == (len(cores) > 1), result
+
+
+def test_host_pace_correlates_the_cores_paces_over_the_same_spans():
+    host_pace = load("host_pace")
+
+    def readings(speeds, first=0.0):  # one 0.25 s reading after another
+        return [[first + 0.25 * i, first + 0.25 * (i + 1), speed, 1.0, 0.0]
+                for i, speed in enumerate(speeds)]
+
+    # core 1 starts later: only the spans from 0.5 s on, when every core was read, count
+    paces = {0: readings([1, 1, 2, 4, 6, 8, 8, 8, 4, 4]),
+             1: readings([5, 5, 9, 9, 10, 10, 6, 6], first=0.5),
+             2: readings([9, 9, 7, 7, 3, 3, 2, 2, 6, 6])}
+    assert host_pace.pace_correlations(paces) == [[0, 1, 1.0], [0, 2, -1.0], [1, 2, -1.0]]
+    assert host_pace.pace_correlations({0: paces[0], 1: readings([1, 2])}) == [[0, 1, None]]
 
 
 def test_host_pace_names_the_cores_it_can_use_when_given_another():
@@ -172,3 +192,14 @@ def test_host_pace_names_the_cores_it_can_use_when_given_another():
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert proc.stderr.count("\n") == 1 and "among this process's" in proc.stderr, proc.stderr
+
+
+def test_host_pace_takes_one_probe_core_beside_a_run():
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("one usable core")
+    proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, "host_pace.py"), "torch",
+                           "ncf", "--probe-cpu", f"{cores[0]},{cores[1]}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.count("\n") == 1 and "name one core beside a run" in proc.stderr
