@@ -191,17 +191,20 @@ def pace_correlations(readings: Dict[int, List[List[float]]],
 
 
 def probe_alone(seconds: float, cpus: Sequence[int]) -> Dict[str, Any]:
-    probes = [Probe(cpu) for cpu in cpus]
-    if not all([probe.started() for probe in probes]):
-        raise RuntimeError("a probe ended before its first reading")
-    time.sleep(seconds)
-    readings = {probe.cpu: probe.stop() for probe in probes}
     result: Dict[str, Any] = {"host_cores": os.cpu_count(), "seconds": seconds, "probes": []}
+    probes = [Probe(cpu) for cpu in cpus]
+    failed = [probe.cpu for probe in probes if not probe.started()]
+    if not failed:
+        time.sleep(seconds)
+    readings = {probe.cpu: probe.stop() for probe in probes}
+    if failed:
+        return dict(result, error=f"the probe on core {failed[0]} ended before its first reading")
     for cpu, rows in readings.items():
         speeds = [row[2] for row in rows]
         result["probes"].append({
             "probe_cpu": cpu, "speed_min": min(speeds), "speed_max": max(speeds),
-            "speed_cv": round(statistics.stdev(speeds) / statistics.fmean(speeds), 4),
+            "speed_cv": round(statistics.stdev(speeds) / statistics.fmean(speeds), 4)
+            if len(speeds) > 1 else None,
             "on_cpu_min": min(row[3] for row in rows),
             "steal_s": round(sum(row[4] for row in rows), 2), "readings": rows})
     if len(cpus) > 1:

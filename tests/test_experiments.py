@@ -186,6 +186,27 @@ def test_host_pace_correlates_the_cores_paces_over_the_same_spans():
     assert host_pace.pace_correlations({0: paces[0], 1: readings([1, 2])}) == [[0, 1, None]]
 
 
+def test_host_pace_stops_every_probe_when_one_does_not_start(monkeypatch):
+    host_pace = load("host_pace")
+    stopped = []
+
+    class Probe:
+        def __init__(self, cpu):
+            self.cpu = cpu
+
+        def started(self):
+            return self.cpu != 1
+
+        def stop(self):
+            stopped.append(self.cpu)
+            return []
+
+    monkeypatch.setattr(host_pace, "Probe", Probe)
+    result = host_pace.probe_alone(60, [0, 1])  # no waiting: it stops at once
+    assert stopped == [0, 1] and result["probes"] == [], result
+    assert result["error"] == "the probe on core 1 ended before its first reading"
+
+
 def test_host_pace_names_the_cores_it_can_use_when_given_another():
     proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, "host_pace.py"),
                            "--probe-alone", "1", "--probe-cpu", "4096"],
