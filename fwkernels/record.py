@@ -125,6 +125,7 @@ class Record(Mapping):
     timestamp = Field[str](TEXT, "UTC start time, ISO 8601")
     host = Field[str](TEXT, "host name")
     cpu = Field[str](TEXT, "CPU model")
+    instruction_sets = Field[list](LIST, "which of avx2, fma, avx512f, avx512_bf16, amx_tile the CPU has")
     device_name = Field[str](TEXT, "GPU name, where one is used")
     compile_cache = Field[str](TEXT, "how the workers' on-disk compiler caches were set")
     allocator = Field[str](TEXT, "the worker's malloc: glibc, or the allocator preloaded into it "

@@ -4,7 +4,8 @@ Every entry point (``fwkernels measure`` and ``sweep``, the asv suite, the exper
 its input here, so the defaults and the rules are written once:
 
 * defaults: the framework's first mode, the model's batch for the device, the protocol's windows,
-  window length and warm-up steps for the device, all usable CPU cores;
+  window length and warm-up steps for the device, all usable CPU cores, and on the CPU the
+  fairness policy's memory allocator (TCMalloc; FWKERNELS_CPU_ALLOCATOR=glibc for glibc's own);
 * targets: asv's framework parameter ``name`` or ``name:mode`` (``parse_target``, ``target_name``);
 * rules: names must be known (a usage error naming the valid choices: ``InvalidRequest``), and a
   combination this machine cannot run is a ``Skip`` with its reason (a framework not installed,
@@ -34,6 +35,10 @@ class ProtocolDefaults:
 DEFAULTS = {"cpu": ProtocolDefaults(3, 1.5, 2), "cuda": ProtocolDefaults(5, 0.5, 10)}
 
 
+CPU_ALLOCATOR_VARIABLE = "FWKERNELS_CPU_ALLOCATOR"
+CPU_ALLOCATORS = ("tcmalloc", "glibc")  # the first is the policy's (docs/fairness.md)
+
+
 class InvalidRequest(ValueError):
     """Bad input: the message names the valid choices (the CLI exits with status 2)."""
 
@@ -58,6 +63,7 @@ class Request:
     window_seconds: float
     warmup: int
     threads: int
+    allocator: str = ""  # the CPU workers' malloc, one of CPU_ALLOCATORS; "" on a GPU: as is
 
     @property
     def target(self) -> str:
@@ -144,9 +150,11 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
             mode: Optional[str] = None, batch: Optional[int] = None,
             windows: Optional[int] = None, steps: Optional[int] = None,
             window_seconds: Optional[float] = None, warmup: Optional[int] = None,
-            threads: Optional[int] = None) -> Union[Request, Skip]:
+            threads: Optional[int] = None, allocator: Optional[str] = None
+            ) -> Union[Request, Skip]:
     """The request, or the reason this machine skips it; InvalidRequest for bad input.
-    ``mode`` None or "" is the framework's default mode; other None values are defaults."""
+    ``mode`` None or "" is the framework's default mode; other None values are defaults
+    (``allocator``: FWKERNELS_CPU_ALLOCATOR, else the policy's)."""
     try:
         info = get_framework(framework)
         spec = get_model(model)
@@ -155,6 +163,7 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
         mode = info.check_mode(mode) if mode else info.default_mode
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
+    allocator = cpu_allocator(device, allocator)
     for name, value in (("batch", batch), ("windows", windows), ("steps", steps)):
         if value is not None and value <= 0:
             raise InvalidRequest(f"{name} must be a positive integer, got {value}")
@@ -178,7 +187,17 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
                    windows=defaults.windows if windows is None else windows, steps=steps,
                    window_seconds=window_seconds or defaults.window_seconds,
                    warmup=defaults.warmup if warmup is None else warmup,
-                   threads=threads or default_threads())
+                   threads=threads or default_threads(), allocator=allocator)
+
+
+def cpu_allocator(device: str, choice: Optional[str] = None) -> str:
+    """The memory allocator of a CPU measurement: ``choice``, else FWKERNELS_CPU_ALLOCATOR, else
+    the policy's; "" on a GPU, where the workers keep the environment's."""
+    choice = choice or os.environ.get(CPU_ALLOCATOR_VARIABLE, "").strip() or CPU_ALLOCATORS[0]
+    if choice not in CPU_ALLOCATORS:
+        raise InvalidRequest(f"unknown CPU allocator {choice!r} ({CPU_ALLOCATOR_VARIABLE}); "
+                             f"valid: {', '.join(CPU_ALLOCATORS)}")
+    return choice if device == "cpu" else ""
 
 
 def require(resolved: Union[Request, Skip]) -> Request:

@@ -7,7 +7,9 @@ the record's ``status`` and the caller goes on.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import datetime
+import functools
 import json
 import os
 import platform
@@ -17,14 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fwkernels
 from fwkernels.frameworks import get_framework
 from fwkernels.models import get_model
 from fwkernels.record import Record
 from fwkernels.request import InvalidRequest, Request, require, resolve
-from fwkernels.worker import FOLDER_VARIABLE
+from fwkernels.worker import ALLOCATOR_LIBRARIES, FOLDER_VARIABLE
 
 PHASES = ("train", "forward")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -39,17 +41,35 @@ EMPTY_COMPILE_CACHE = "empty per worker"  # the record's compile_cache when none
 # different speeds at different hours (docs/history.md, *Reading the change column*).
 HOST_SPEED_LOOP = 100_000
 HOST_SPEED_SECONDS = 0.5
+# The fairness policy's CPU allocator (docs/fairness.md, *Memory allocator on the CPU*), by the
+# names the loader knows it: Debian's libtcmalloc-minimal4, then gperftools' full library.
+TCMALLOC_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
+# The vector instruction sets that decide which kernels a CPU framework runs (oneDNN's, XLA's).
+INSTRUCTION_SETS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
+
+
+def processor() -> Tuple[str, List[str]]:
+    """The CPU's model name and which of ``INSTRUCTION_SETS`` it has."""
+    model, flags = platform.processor(), set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    model = value.strip()
+                elif key.strip() == "flags":
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    return model, [name for name in INSTRUCTION_SETS if name in flags]
 
 
 def host_info() -> Dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"host": socket.gethostname(), "cpu": cpu, "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "fwkernels_version": fwkernels.__version__}
+    cpu, instruction_sets = processor()
+    return {"host": socket.gethostname(), "cpu": cpu, "instruction_sets": instruction_sets,
+            "cpu_count": os.cpu_count(), "python": platform.python_version(),
+            "fwkernels_version": fwkernels.__version__}
 
 
 def host_speed(seconds: float = HOST_SPEED_SECONDS) -> float:
@@ -124,12 +144,42 @@ def compile_cache_setting() -> str:
     return " ".join(kept) or EMPTY_COMPILE_CACHE
 
 
-def worker_environment(threads: int, tmp: str) -> Dict[str, str]:
-    """The worker's environment: thread counts, and empty compiler caches inside ``tmp``."""
+def worker_environment(threads: int, tmp: str, allocator: str = "") -> Dict[str, str]:
+    """The worker's environment: thread counts, empty compiler caches inside ``tmp``, and the
+    memory allocator (``Request.allocator``) preloaded."""
     fresh = {name: os.path.join(tmp, name.lower()) for name in COMPILE_CACHE_VARIABLES
              if name not in os.environ}
-    return dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh,
-                **{FOLDER_VARIABLE: tmp})
+    env = dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh,
+               **{FOLDER_VARIABLE: tmp})
+    preload = allocator_preload(allocator, env.pop("LD_PRELOAD", ""))
+    return dict(env, LD_PRELOAD=preload) if preload else env
+
+
+def allocator_preload(allocator: str, preload: str) -> str:
+    """LD_PRELOAD for a worker on ``allocator``: "tcmalloc" puts TCMalloc first unless
+    ``preload`` names an allocator already (the caller's choice stands; the record names it),
+    "glibc" takes the allocators out of it, "" keeps it."""
+    entries = preload.replace(":", " ").split()
+    if allocator == "glibc":
+        entries = [path for path in entries if not is_allocator_library(path)]
+    elif allocator == "tcmalloc" and not any(map(is_allocator_library, entries)):
+        entries[:0] = [library for library in [tcmalloc_library()] if library]
+    return " ".join(entries)
+
+
+def is_allocator_library(path: str) -> bool:
+    return os.path.basename(path).startswith(tuple("lib" + name for name in ALLOCATOR_LIBRARIES))
+
+
+@functools.lru_cache(maxsize=None)
+def tcmalloc_library() -> Optional[str]:
+    """TCMalloc's library as the loader finds it, or None (said once on stderr: the workers then
+    run on glibc's malloc, and their records say so)."""
+    library = next(filter(None, map(ctypes.util.find_library, TCMALLOC_LIBRARIES)), None)
+    if library is None:
+        print("fwkernels: TCMalloc, the policy's CPU allocator, is not installed (Debian: "
+              "libtcmalloc-minimal4); the CPU workers run on glibc's malloc", file=sys.stderr)
+    return library
 
 
 def worker_command(request: Dict[str, Any], path: str) -> List[str]:
@@ -178,7 +228,7 @@ def oom_kills() -> Optional[int]:
 def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
     phases = "+".join(request["phases"])
     with tempfile.TemporaryDirectory(prefix="fwkernels-") as tmp:
-        env = worker_environment(request["threads"], tmp)
+        env = worker_environment(request["threads"], tmp, request.get("allocator", ""))
         path = os.path.join(tmp, "result.json")
         kills_before = oom_kills()
         # A session of its own: the worker and its compile helpers are one process group,

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, load_backend, unavailable_reason
+from fwkernels.runner import processor
 
 
 def tested_frameworks():
@@ -35,19 +36,7 @@ def backend(framework):
 def pytest_terminal_summary(terminalreporter):
     """The processor under every session's results (also with -q): a failure that depends on the
     processor's arithmetic (vendor, instruction set) is recognisable as one from the log alone."""
-    model, flags = "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    isa = [name for name in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if name in flags]
+    model, isa = processor()
     terminalreporter.write_line(
         f"processor: {model}, {len(os.sched_getaffinity(0))} usable cores, "
         f"instruction sets: {' '.join(isa) or 'none of avx2/avx512/amx'}")

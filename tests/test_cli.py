@@ -7,6 +7,7 @@ import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import MODELS
+from fwkernels.runner import INSTRUCTION_SETS, tcmalloc_library
 
 
 
@@ -62,6 +63,13 @@ def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
         assert name in lines[0]
 
 
+def test_an_unknown_cpu_allocator_is_one_line_naming_the_choices(monkeypatch):
+    monkeypatch.setenv("FWKERNELS_CPU_ALLOCATOR", "jemalloc")
+    proc = run("measure", "torch", "ncf")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "FWKERNELS_CPU_ALLOCATOR" in proc.stderr and "valid: tcmalloc, glibc" in proc.stderr
+
+
 @pytest.mark.parametrize("batch", ["0", "-3"])
 def test_non_positive_batch_is_rejected(batch):
     proc = run("measure", "torch", "ncf", "--batch", batch)
@@ -104,6 +112,9 @@ def test_measure_json_has_the_documented_figures(framework):
     assert record["params"] == MODELS["ncf"].expected_params(framework)
     assert record["samples_per_s"] > 0 and record["peak_memory_bytes"] > 0
     assert len(record["window_samples_per_s"]) == 2
+    # the fairness policy's CPU allocator, preloaded into this framework's workers
+    assert record["allocator"] == ("tcmalloc_minimal" if tcmalloc_library() else "glibc")
+    assert set(record["instruction_sets"]) <= set(INSTRUCTION_SETS)
 
 
 def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, tmp_path):

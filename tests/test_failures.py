@@ -74,6 +74,30 @@ def test_workers_compile_into_empty_caches_unless_the_caller_sets_one(monkeypatc
     assert runner.compile_cache_setting() == "TORCHINDUCTOR_CACHE_DIR=/warm"
 
 
+def test_cpu_workers_preload_the_policys_allocator(monkeypatch, tmp_path, capsys):
+    find_tcmalloc = runner.tcmalloc_library.__wrapped__  # uncached
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.setattr(runner, "tcmalloc_library", lambda: "libtcmalloc_minimal.so.4")
+    assert runner.worker_environment(1, str(tmp_path), "tcmalloc")["LD_PRELOAD"] \
+        == "libtcmalloc_minimal.so.4"
+    assert "LD_PRELOAD" not in runner.worker_environment(1, str(tmp_path), "glibc")
+    assert "LD_PRELOAD" not in runner.worker_environment(1, str(tmp_path))  # a GPU's: as is
+    # the caller's own preloads stay; an allocator among them is the caller's choice
+    monkeypatch.setenv("LD_PRELOAD", "/opt/libfoo.so")
+    env = runner.worker_environment(1, str(tmp_path), "tcmalloc")
+    assert env["LD_PRELOAD"] == "libtcmalloc_minimal.so.4 /opt/libfoo.so"
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libjemalloc.so.2:/opt/libfoo.so")
+    assert runner.worker_environment(1, str(tmp_path), "tcmalloc")["LD_PRELOAD"] \
+        == "/usr/lib/libjemalloc.so.2 /opt/libfoo.so"
+    assert runner.worker_environment(1, str(tmp_path), "glibc")["LD_PRELOAD"] == "/opt/libfoo.so"
+    # where TCMalloc is missing the workers run on glibc, and that is said once
+    monkeypatch.delenv("LD_PRELOAD")
+    monkeypatch.setattr(runner, "tcmalloc_library", find_tcmalloc)
+    monkeypatch.setattr(runner.ctypes.util, "find_library", lambda name: None)
+    assert "LD_PRELOAD" not in runner.worker_environment(1, str(tmp_path), "tcmalloc")
+    assert "libtcmalloc-minimal4" in capsys.readouterr().err
+
+
 def test_every_record_states_the_hosts_speed_around_its_measurement(monkeypatch):
     """A fixed pure-Python loop, timed before the workers start and after they end; the slower
     is the record's host speed, by which the report and compare name runs taken at different

@@ -5,7 +5,7 @@ import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import MODELS
-from fwkernels.request import (DEFAULTS, InvalidRequest, Request, Skip, default_threads,
+from fwkernels.request import (CPU_ALLOCATOR_VARIABLE, DEFAULTS, InvalidRequest, Request, Skip, default_threads,
                                parse_target, require, mode_parameter, resolve, split_target, target_name)
 
 AVAILABLE = [n for n in FRAMEWORKS if unavailable_reason(n) is None]
@@ -42,6 +42,7 @@ def test_defaults_come_from_the_device_and_the_model(monkeypatch):
     (dict(precision="fp16"), ["fp32", "tf32", "bf16"]),
     (dict(mode="turbo"), ["eager", "compile", "cudagraphs"]),
     (dict(batch=0), ["batch must be a positive integer"]),
+    (dict(allocator="jemalloc"), ["FWKERNELS_CPU_ALLOCATOR", "tcmalloc, glibc"]),
 ])
 def test_bad_input_is_a_usage_error_naming_the_choices(choices, named):
     args = dict(framework="torch", model="ncf") | choices
@@ -49,6 +50,19 @@ def test_bad_input_is_a_usage_error_naming_the_choices(choices, named):
         resolve(args.pop("framework"), args.pop("model"), **args)
     for name in named:
         assert name in str(error.value)
+
+
+def test_cpu_requests_name_the_policys_allocator_unless_told_otherwise(monkeypatch):
+    monkeypatch.setattr("fwkernels.request.unavailable_reason", lambda name: None)
+    monkeypatch.delenv(CPU_ALLOCATOR_VARIABLE, raising=False)
+    assert resolve("torch", "ncf").allocator == "tcmalloc"
+    assert resolve("torch", "ncf", device="cuda").allocator == ""  # a GPU's workers: as is
+    monkeypatch.setenv(CPU_ALLOCATOR_VARIABLE, "glibc")
+    assert resolve("torch", "ncf").allocator == "glibc"
+    assert resolve("torch", "ncf", allocator="tcmalloc").allocator == "tcmalloc"
+    monkeypatch.setenv(CPU_ALLOCATOR_VARIABLE, "jemalloc")
+    with pytest.raises(InvalidRequest, match="valid: tcmalloc, glibc"):
+        resolve("torch", "ncf", device="cuda")  # checked wherever it runs
 
 
 def test_what_this_machine_cannot_run_is_a_skip_with_its_reason(monkeypatch):
