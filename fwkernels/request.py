@@ -194,9 +194,10 @@ def cpu_allocator(device: str, choice: Optional[str] = None) -> str:
     """The memory allocator of a CPU measurement: ``choice``, else FWKERNELS_CPU_ALLOCATOR, else
     the policy's; "" on a GPU, where the workers keep the environment's."""
     choice = choice or os.environ.get(CPU_ALLOCATOR_VARIABLE, "").strip() or CPU_ALLOCATORS[0]
-    if choice not in CPU_ALLOCATORS:
-        raise InvalidRequest(f"unknown CPU allocator {choice!r} ({CPU_ALLOCATOR_VARIABLE}); "
-                             f"valid: {', '.join(CPU_ALLOCATORS)}")
+    try:
+        check(choice, CPU_ALLOCATORS, "CPU allocator")
+    except ValueError as error:
+        raise InvalidRequest(f"{CPU_ALLOCATOR_VARIABLE}: {error}") from None
     return choice if device == "cpu" else ""
 
 

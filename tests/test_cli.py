@@ -67,7 +67,7 @@ def test_an_unknown_cpu_allocator_is_one_line_naming_the_choices(monkeypatch):
     monkeypatch.setenv("FWKERNELS_CPU_ALLOCATOR", "jemalloc")
     proc = run("measure", "torch", "ncf")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "FWKERNELS_CPU_ALLOCATOR" in proc.stderr and "valid: tcmalloc, glibc" in proc.stderr
+    assert "FWKERNELS_CPU_ALLOCATOR" in proc.stderr and "valid CPU allocators: tcmalloc, glibc" in proc.stderr
 
 
 @pytest.mark.parametrize("batch", ["0", "-3"])

@@ -42,7 +42,7 @@ def test_defaults_come_from_the_device_and_the_model(monkeypatch):
     (dict(precision="fp16"), ["fp32", "tf32", "bf16"]),
     (dict(mode="turbo"), ["eager", "compile", "cudagraphs"]),
     (dict(batch=0), ["batch must be a positive integer"]),
-    (dict(allocator="jemalloc"), ["FWKERNELS_CPU_ALLOCATOR", "tcmalloc, glibc"]),
+    (dict(allocator="jemalloc"), ["FWKERNELS_CPU_ALLOCATOR", "valid CPU allocators: tcmalloc, glibc"]),
 ])
 def test_bad_input_is_a_usage_error_naming_the_choices(choices, named):
     args = dict(framework="torch", model="ncf") | choices
@@ -61,7 +61,7 @@ def test_cpu_requests_name_the_policys_allocator_unless_told_otherwise(monkeypat
     assert resolve("torch", "ncf").allocator == "glibc"
     assert resolve("torch", "ncf", allocator="tcmalloc").allocator == "tcmalloc"
     monkeypatch.setenv(CPU_ALLOCATOR_VARIABLE, "jemalloc")
-    with pytest.raises(InvalidRequest, match="valid: tcmalloc, glibc"):
+    with pytest.raises(InvalidRequest, match="valid CPU allocators: tcmalloc, glibc"):
         resolve("torch", "ncf", device="cuda")  # checked wherever it runs
 
 
