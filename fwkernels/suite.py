@@ -65,8 +65,7 @@ def measured(cache_dir: str, device: str, mode: str, model: str, precision: str)
         raise NotImplementedError(f"outside this profile (FWKERNELS_SELECT={select!r})")
     framework, mode = split_target(target)
     request = resolve(framework, model, device=device, precision=precision, mode=mode,
-                      windows=_env_int("FWKERNELS_WINDOWS"),
-                      window_seconds=_env_float("FWKERNELS_WINDOW_SECONDS"))
+                      **protocol_overrides())
     if isinstance(request, Skip):
         raise NotImplementedError(request.reason)
     path = os.path.join(cache_dir, f"{target}-{model}-{precision}.json".replace(":", "_"))
@@ -152,9 +151,23 @@ def figures(result: Record) -> Dict[str, Any]:
     }
 
 
-def _env_int(name: str):
-    return int(os.environ[name]) if os.environ.get(name) else None
+# The protocol's switches: resolve() keyword -> variable, its type, what it counts; unset keeps
+# the device's defaults
+PROTOCOL_VARIABLES = {"windows": ("FWKERNELS_WINDOWS", int, "a whole number of windows"),
+                      "window_seconds": ("FWKERNELS_WINDOW_SECONDS", float, "a number of seconds"),
+                      "warmup": ("FWKERNELS_WARMUP", int, "a whole number of steps")}
 
 
-def _env_float(name: str):
-    return float(os.environ[name]) if os.environ.get(name) else None
+def protocol_overrides() -> Dict[str, Any]:
+    """The timing protocol the variables set (windows, seconds per window, warm-up steps), as
+    resolve() keywords; resolve() checks their ranges."""
+    overrides: Dict[str, Any] = {}
+    for keyword, (name, kind, meaning) in PROTOCOL_VARIABLES.items():
+        value = os.environ.get(name, "").strip()
+        if not value:
+            continue
+        try:
+            overrides[keyword] = kind(value)
+        except ValueError:
+            raise ValueError(f"{name} must be {meaning}, not {value!r}") from None
+    return overrides

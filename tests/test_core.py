@@ -131,6 +131,20 @@ def test_select_skips_combinations_outside_the_profile(tmp_path, monkeypatch):
         suite.measured(str(tmp_path), "cuda", "default", "resnet50", "bf16")
 
 
+def test_the_protocol_variables_reach_the_request(monkeypatch):
+    for name in ("FWKERNELS_WINDOWS", "FWKERNELS_WINDOW_SECONDS", "FWKERNELS_WARMUP"):
+        monkeypatch.delenv(name, raising=False)
+    assert suite.protocol_overrides() == {}
+    monkeypatch.setenv("FWKERNELS_WINDOWS", "5")
+    monkeypatch.setenv("FWKERNELS_WINDOW_SECONDS", "4")
+    monkeypatch.setenv("FWKERNELS_WARMUP", "5")
+    assert suite.protocol_overrides() == {"windows": 5, "window_seconds": 4.0, "warmup": 5}
+    monkeypatch.setenv("FWKERNELS_WARMUP", "five")
+    with pytest.raises(ValueError, match="FWKERNELS_WARMUP must be a whole number of steps, "
+                                         "not 'five'"):
+        suite.protocol_overrides()
+
+
 def test_policy_fields_state_autotuning_on_the_gpu_and_layout_for_images():
     from fwkernels.frameworks.base import RunConfig, policy_fields
 
