@@ -17,7 +17,8 @@ from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.ledger.installed import InstalledRelease, installed_release, matches
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.request import Skip, mode_parameter, release_target, resolve, split_target
+from fwkernels.request import (InvalidRequest, Skip, mode_parameter, release_target, resolve,
+                               split_target)
 from fwkernels.runner import run
 
 
@@ -169,5 +170,5 @@ def protocol_overrides() -> Dict[str, Any]:
         try:
             overrides[keyword] = kind(value)
         except ValueError:
-            raise ValueError(f"{name} must be {meaning}, not {value!r}") from None
+            raise InvalidRequest(f"{name} must be {meaning}, not {value!r}") from None
     return overrides

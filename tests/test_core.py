@@ -11,7 +11,7 @@ from fwkernels import get_framework, get_model, list_frameworks, list_models
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import CONVNET_BENCHMARKS, PYTORCH_TABLE1
 from fwkernels import suite
-from fwkernels.request import release_target
+from fwkernels.request import InvalidRequest, release_target
 
 
 def test_the_ten_models_of_both_papers():
@@ -140,8 +140,8 @@ def test_the_protocol_variables_reach_the_request(monkeypatch):
     monkeypatch.setenv("FWKERNELS_WARMUP", "5")
     assert suite.protocol_overrides() == {"windows": 5, "window_seconds": 4.0, "warmup": 5}
     monkeypatch.setenv("FWKERNELS_WARMUP", "five")
-    with pytest.raises(ValueError, match="FWKERNELS_WARMUP must be a whole number of steps, "
-                                         "not 'five'"):
+    with pytest.raises(InvalidRequest, match="FWKERNELS_WARMUP must be a whole number of steps, "
+                                             "not 'five'"):
         suite.protocol_overrides()
 
 
