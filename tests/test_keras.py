@@ -22,6 +22,18 @@ def test_a_window_is_one_fit_call_of_that_many_steps(backend, framework):
         f"fit, steps_per_execution={steps_per_execution}"
 
 
+def test_keras_on_tensorflow_feeds_fit_without_tf_data_autotuning(backend, framework):
+    """The resident batch reaches `fit` through a tf.data dataset with autotuning off (with it on,
+    CPU windows jump between two speeds in one process: docs/keras.md, *Threads*), and the record
+    says so."""
+    if framework != "keras-tensorflow":
+        pytest.skip(f"{framework} does not feed fit through tf.data")
+    workload = backend.build(RunConfig(model=get_model("ncf"), batch=8, small=True,
+                                       mode=backend.info.default_mode))
+    assert workload._batches(2).options().autotune.enabled is False
+    assert workload.precision_settings()["tf_data_autotune"] is False
+
+
 def test_the_seed_alone_decides_every_layers_initial_weights(backend, framework):
     """Every layer draws its own initial weights from the seed keras.utils.set_random_seed sets:
     the same seed gives the same weights, another seed other weights, and no two layers of the

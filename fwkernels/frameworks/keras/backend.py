@@ -49,6 +49,7 @@ JIT_COMPILE = {"jit": True, "xla": True, "eager": False, "function": False,  # p
                base.UNTUNED: False}
 # Training steps per call of Keras' compiled train function; Keras on PyTorch allows only 1.
 STEPS_PER_EXECUTION = {"jax": 32, "tensorflow": 32, "torch": 1}
+TF_DATA_AUTOTUNE = False
 
 
 # ---- what differs per Keras backend: a forward-backward pass in the framework's own autodiff ----
@@ -169,7 +170,12 @@ class KerasWorkload(base.Workload):
 
             # tf.data stacks a Python list into one tensor: several inputs go as a tuple
             inputs = tuple(self.inputs) if isinstance(self.inputs, list) else self.inputs
-            return tf.data.Dataset.from_tensors((inputs, self.labels)).repeat(count)
+            # Autotuning has nothing to tune in one resident batch repeated, and with it on the
+            # CPU windows jump between two speeds in one process (docs/keras.md, *Threads*)
+            options = tf.data.Options()
+            options.autotune.enabled = TF_DATA_AUTOTUNE
+            return (tf.data.Dataset.from_tensors((inputs, self.labels)).repeat(count)
+                    .with_options(options))
         return ((self.inputs, self.labels) for _ in range(count))
 
     def forward_backward(self) -> None:
@@ -198,7 +204,8 @@ class KerasWorkload(base.Workload):
                 "compute_dtype": policy.compute_dtype, "variable_dtype": policy.variable_dtype,
                 "keras_policy": policy.name, "keras_backend": self.keras.backend.backend(),
                 "jit_compile": self.model.jit_compile,
-                "training_loop": f"fit, steps_per_execution={self.model.steps_per_execution}"}
+                "training_loop": f"fit, steps_per_execution={self.model.steps_per_execution}",
+                **({"tf_data_autotune": TF_DATA_AUTOTUNE} if self.backend == "tensorflow" else {})}
 
     def policy_settings(self) -> Dict[str, object]:
         # Keras feeds NHWC (its image_data_format); on PyTorch it transposes around each convolution
