@@ -13,8 +13,9 @@ Schema versions: 1 adds the ``schema`` field itself; a record without it (everyt
 before) is version 0, which has the same fields, and loads unchanged. 2 adds ``release`` (the
 ledger release measured) and ``harness_commit`` (the fwkernels commit that measured it).
 ``autotune``, ``autotune_setting`` and ``layout`` (docs/fairness.md) are optional fields of version
-2: a record without them was measured before the fairness policy; so are ``allocator`` and
-``allocator_settings``, which a record measured before they existed lacks.
+2: a record without them was measured before the fairness policy; so are ``allocator``,
+``allocator_settings`` and ``mkl_debug_cpu_type``, which a record measured before they existed
+lacks.
 """
 from __future__ import annotations
 
@@ -132,6 +133,9 @@ class Record(Mapping):
                            "(LD_PRELOAD), e.g. tcmalloc_minimal")
     allocator_settings = Field[dict](MAP, "the variables set that tune it (GLIBC_TUNABLES, "
                                      "MALLOC_CONF, THP_MEM_ALLOC_ENABLE, ...)")
+    mkl_debug_cpu_type = Field[str](TEXT, "MKL_DEBUG_CPU_TYPE in the worker, where set: 5 makes an "
+                                    "MKL before 2020.1 run its AVX2 kernels on a non-Intel CPU "
+                                    "(the CPU policy sets it there)")
     host_speed = Field[float](NUMBER, "the host's speed: the slower of host_speed_probes")
     host_speed_probes = Field[list](LIST, "millions of iterations/s of a fixed pure-Python loop on "
                                     "one core, just before and just after the measurement "

@@ -26,7 +26,7 @@ from fwkernels.frameworks import get_framework
 from fwkernels.models import get_model
 from fwkernels.record import Record
 from fwkernels.request import InvalidRequest, Request, require, resolve
-from fwkernels.worker import ALLOCATOR_LIBRARIES, FOLDER_VARIABLE
+from fwkernels.worker import ALLOCATOR_LIBRARIES, FOLDER_VARIABLE, MKL_CPU_TYPE_VARIABLE
 
 PHASES = ("train", "forward")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -44,25 +44,35 @@ HOST_SPEED_SECONDS = 0.5
 # The fairness policy's CPU allocator (docs/fairness.md, *Memory allocator on the CPU*), by the
 # names the loader knows it: Debian's libtcmalloc-minimal4, then gperftools' full library.
 TCMALLOC_LIBRARIES = ("tcmalloc_minimal", "tcmalloc")
+# Intel MKL before 2020.1, which PaddlePaddle's and CNTK's CPU wheels bundle, runs its generic
+# SSE kernels on a processor whose vendor is not Intel; this value makes it run its AVX2 kernels
+# there (docs/fairness.md, *Intel MKL on a non-Intel processor*). Later MKLs ignore the variable.
+MKL_AVX2_CPU_TYPE = "5"
 # The vector instruction sets that decide which kernels a CPU framework runs (oneDNN's, XLA's).
 INSTRUCTION_SETS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile")
 
 
-def processor() -> Tuple[str, List[str]]:
-    """The CPU's model name and which of ``INSTRUCTION_SETS`` it has."""
-    model, flags = platform.processor(), set()
+def cpuinfo() -> Dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo; empty where it cannot be read."""
+    fields: Dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
-                if key.strip() == "model name":
-                    model = value.strip()
-                elif key.strip() == "flags":
-                    flags = set(value.split())
-                    break
+                if not key.strip():
+                    break  # a blank line ends the first processor
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return model, [name for name in INSTRUCTION_SETS if name in flags]
+    return fields
+
+
+def processor() -> Tuple[str, List[str]]:
+    """The CPU's model name and which of ``INSTRUCTION_SETS`` it has."""
+    fields = cpuinfo()
+    flags = set(fields.get("flags", "").split())
+    return fields.get("model name") or platform.processor(), \
+        [name for name in INSTRUCTION_SETS if name in flags]
 
 
 def host_info() -> Dict[str, Any]:
@@ -144,15 +154,28 @@ def compile_cache_setting() -> str:
     return " ".join(kept) or EMPTY_COMPILE_CACHE
 
 
-def worker_environment(threads: int, tmp: str, allocator: str = "") -> Dict[str, str]:
-    """The worker's environment: thread counts, empty compiler caches inside ``tmp``, and the
-    memory allocator (``Request.allocator``) preloaded."""
+def worker_environment(threads: int, tmp: str, allocator: str = "", device: str = ""
+                       ) -> Dict[str, str]:
+    """The worker's environment: thread counts, empty compiler caches inside ``tmp``, the
+    memory allocator (``Request.allocator``) preloaded and, on the CPU, MKL's code path."""
     fresh = {name: os.path.join(tmp, name.lower()) for name in COMPILE_CACHE_VARIABLES
              if name not in os.environ}
     env = dict(os.environ, **{name: str(threads) for name in THREAD_VARIABLES}, **fresh,
-               **{FOLDER_VARIABLE: tmp})
+               **{FOLDER_VARIABLE: tmp}, **mkl_cpu_type(device))
     preload = allocator_preload(allocator, env.pop("LD_PRELOAD", ""))
     return dict(env, LD_PRELOAD=preload) if preload else env
+
+
+def mkl_cpu_type(device: str) -> Dict[str, str]:
+    """MKL_DEBUG_CPU_TYPE for a worker on ``device``: MKL's AVX2 kernels on a CPU whose vendor is
+    not Intel and that has AVX2 and FMA; nothing elsewhere, or where the caller set it (their
+    value stands, an empty one for MKL's own choice; the record names it)."""
+    fields = cpuinfo()
+    if device != "cpu" or MKL_CPU_TYPE_VARIABLE in os.environ \
+            or fields.get("vendor_id", "GenuineIntel") == "GenuineIntel" \
+            or not {"avx2", "fma"} <= set(fields.get("flags", "").split()):
+        return {}
+    return {MKL_CPU_TYPE_VARIABLE: MKL_AVX2_CPU_TYPE}
 
 
 def allocator_preload(allocator: str, preload: str) -> str:
@@ -228,7 +251,8 @@ def oom_kills() -> Optional[int]:
 def _run_worker(request: Dict[str, Any], timeout_s: float) -> Dict[str, Any]:
     phases = "+".join(request["phases"])
     with tempfile.TemporaryDirectory(prefix="fwkernels-") as tmp:
-        env = worker_environment(request["threads"], tmp, request.get("allocator", ""))
+        env = worker_environment(request["threads"], tmp, request.get("allocator", ""),
+                                 request.get("device", ""))
         path = os.path.join(tmp, "result.json")
         kills_before = oom_kills()
         # A session of its own: the worker and its compile helpers are one process group,

@@ -32,6 +32,7 @@ FOLDER_VARIABLE = "FWKERNELS_WORKER_FOLDER"
 ALLOCATOR_LIBRARIES = ("tcmalloc", "jemalloc", "mimalloc")
 ALLOCATOR_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_CONF", "THP_MEM_ALLOC_ENABLE")
 ALLOCATOR_PREFIXES = ("MALLOC_", "TCMALLOC_", "MIMALLOC_")
+MKL_CPU_TYPE_VARIABLE = "MKL_DEBUG_CPU_TYPE"
 
 
 def memory_allocator() -> Dict[str, Any]:
@@ -95,6 +96,8 @@ def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Back
     out["import_s"] = time.perf_counter() - start
     backend.set_threads(request["threads"])
     out.update(memory_allocator())
+    if MKL_CPU_TYPE_VARIABLE in os.environ:
+        out["mkl_debug_cpu_type"] = os.environ[MKL_CPU_TYPE_VARIABLE]
     device = request["device"]
     if not backend.device_available(device):
         usable = [d for d in DEVICES if backend.device_available(d)]

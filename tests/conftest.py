@@ -4,11 +4,39 @@ FWKERNELS_TEST_FRAMEWORKS (comma list) names the frameworks a session tests;
 by default every framework that is available here.
 """
 import os
+import subprocess
+from typing import Dict
 
 import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, load_backend, unavailable_reason
-from fwkernels.runner import processor
+from fwkernels.runner import processor, worker_environment
+
+# The kernels an MKL before 2020.1 picks, as its internal mkl_serv_cpu_detect reads them (0 its
+# generic SSE kernels, 5 the AVX2 ones); its OpenMP runtime, beside it, first.
+MKL_KERNELS = ("import ctypes, os, sys; "
+               "ctypes.CDLL(os.path.join(os.path.dirname(sys.argv[1]), 'libiomp5.so'), "
+               "mode=ctypes.RTLD_GLOBAL); print(ctypes.CDLL(sys.argv[1]).mkl_serv_cpu_detect())")
+
+
+def mkl_kernels(python: str, library: str, env: Dict[str, str]) -> int:
+    return int(subprocess.run([python, "-c", MKL_KERNELS, library], env=env, check=True,
+                              capture_output=True, text=True).stdout)
+
+
+@pytest.fixture
+def check_mkl_kernels():
+    """Checks that in a CPU worker's environment the MKL at ``library`` runs its AVX2 kernels on
+    a non-Intel processor, and its generic ones with MKL_DEBUG_CPU_TYPE empty (MKL's own
+    choice); skips elsewhere."""
+    policy = worker_environment(1, "unused", "", "cpu")
+    if not policy.get("MKL_DEBUG_CPU_TYPE"):
+        pytest.skip("MKL picks its own kernels here (an Intel processor, or one without AVX2)")
+
+    def check(python: str, library: str, env: Dict[str, str]) -> None:
+        assert mkl_kernels(python, library, dict(env, **policy)) == 5
+        assert mkl_kernels(python, library, dict(env, MKL_DEBUG_CPU_TYPE="")) == 0
+    return check
 
 
 def tested_frameworks():

@@ -7,7 +7,7 @@ import pytest
 
 from fwkernels.frameworks import FRAMEWORKS, unavailable_reason
 from fwkernels.models import MODELS
-from fwkernels.runner import INSTRUCTION_SETS, tcmalloc_library
+from fwkernels.runner import INSTRUCTION_SETS, tcmalloc_library, worker_environment
 
 
 
@@ -115,6 +115,9 @@ def test_measure_json_has_the_documented_figures(framework):
     # the fairness policy's CPU allocator, preloaded into this framework's workers
     assert record["allocator"] == ("tcmalloc_minimal" if tcmalloc_library() else "glibc")
     assert set(record["instruction_sets"]) <= set(INSTRUCTION_SETS)
+    # and MKL's code path, where the policy (a non-Intel processor) or the caller sets one
+    assert record.get("mkl_debug_cpu_type") \
+        == worker_environment(1, "unused", "", "cpu").get("MKL_DEBUG_CPU_TYPE")
 
 
 def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, tmp_path):

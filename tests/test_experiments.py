@@ -224,3 +224,16 @@ def test_host_pace_takes_one_probe_core_beside_a_run():
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout
     assert proc.stderr.count("\n") == 1 and "name one core beside a run" in proc.stderr
+
+
+def test_mkl_sgemm_times_mkls_own_kernels_and_the_policys():
+    needs("paddle")
+    from fwkernels.frameworks.paddle.runtime import mkl_library
+    from fwkernels.runner import mkl_cpu_type
+
+    own, policy = map(json.loads, experiment("mkl_sgemm.py", mkl_library(), "--size", "64",
+                                             "--repeats", "2").splitlines())
+    assert (own["mkl_debug_cpu_type"], policy["mkl_debug_cpu_type"]) == ("", "5")
+    assert own["gflops"] > 0 and policy["gflops"] > 0 and len(policy["gflops_runs"]) == 2
+    if mkl_cpu_type("cpu"):  # a non-Intel processor with AVX2: the policy changes the kernels
+        assert (own["kernels"], policy["kernels"]) == (0, 5)

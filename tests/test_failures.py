@@ -272,3 +272,23 @@ def test_a_timeout_kills_the_workers_helpers_too(tmp_path, monkeypatch):
     pids = json.loads(pids_path.read_text())
     assert gone(pids["worker"]) and wait_for(lambda: gone(pids["helper"]), 5)
     assert not os.path.exists(pids["folder"])
+
+
+AMD_AVX2 = {"vendor_id": "AuthenticAMD", "flags": "sse2 avx2 fma avx512f"}
+
+
+def test_cpu_workers_on_a_non_intel_processor_get_mkls_avx2_kernels(monkeypatch, tmp_path):
+    monkeypatch.delenv("MKL_DEBUG_CPU_TYPE", raising=False)
+    monkeypatch.setattr(runner, "cpuinfo", lambda: AMD_AVX2)
+    assert runner.worker_environment(1, str(tmp_path), "tcmalloc", "cpu")["MKL_DEBUG_CPU_TYPE"] \
+        == runner.MKL_AVX2_CPU_TYPE
+    assert "MKL_DEBUG_CPU_TYPE" not in runner.worker_environment(1, str(tmp_path), "", "cuda")
+    # the caller's value stands, an empty one (MKL's own choice) too
+    monkeypatch.setenv("MKL_DEBUG_CPU_TYPE", "")
+    assert runner.worker_environment(1, str(tmp_path), "tcmalloc", "cpu")["MKL_DEBUG_CPU_TYPE"] == ""
+    monkeypatch.delenv("MKL_DEBUG_CPU_TYPE")
+    # MKL picks its own kernels on Intel's processors; and no AVX2 kernels without AVX2 and FMA
+    for fields in ({**AMD_AVX2, "vendor_id": "GenuineIntel"}, {**AMD_AVX2, "flags": "sse2 avx"}):
+        monkeypatch.setattr(runner, "cpuinfo", lambda: fields)
+        assert "MKL_DEBUG_CPU_TYPE" not in runner.worker_environment(1, str(tmp_path), "tcmalloc",
+                                                                     "cpu")

@@ -1,5 +1,6 @@
 """PaddlePaddle only: the static mode computes what the dynamic mode does; threads; N/A reasons."""
 import os
+import sys
 from dataclasses import replace
 
 import pytest
@@ -39,6 +40,11 @@ def test_set_threads_reaches_the_blas_library(paddle_backend):
     assert blas_threads() == 1
     paddle_backend.set_threads(len(os.sched_getaffinity(0)))
     assert blas_threads() == len(os.sched_getaffinity(0))
+
+
+def test_mkl_runs_its_avx2_kernels_on_a_non_intel_processor(paddle_backend, check_mkl_kernels):
+    from fwkernels.frameworks.paddle.runtime import mkl_library
+    check_mkl_kernels(sys.executable, mkl_library(), dict(os.environ))
 
 
 def test_bf16_on_cpu_is_not_applicable_with_the_reason(paddle_backend):

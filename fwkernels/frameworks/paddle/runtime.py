@@ -28,9 +28,14 @@ def set_threads(threads: int) -> None:
     core.set_num_threads(threads)
 
 
+def mkl_library() -> str:
+    """The MKL that Paddle's CPU wheel bundles (MKLML 2019.0.5 in 3.3.1); it may be absent."""
+    return os.path.join(os.path.dirname(paddle.__file__), "libs", "libmklml_intel.so")
+
+
 def blas_threads() -> Optional[int]:
     """Threads MKL will use, read from the MKL library that Paddle's CPU wheel bundles."""
-    path = os.path.join(os.path.dirname(paddle.__file__), "libs", "libmklml_intel.so")
+    path = mkl_library()
     if not os.path.exists(path):
         return None
     return int(ctypes.CDLL(path).MKL_Get_Max_Threads())
