@@ -214,3 +214,8 @@ def test_a_difference_in_the_memory_allocator_is_named():
         run.records = [r.with_fields(allocator="tcmalloc_minimal") for r in run.records]
     summary = comparison_table(side_a, side_b, results, 1.1).summary
     assert "The runs used different memory allocators: A glibc, B tcmalloc_minimal;" in summary[-1]
+    for run in side_b.runs:
+        run.records = [r.with_fields(mkl_debug_cpu_type="5") for r in run.records]
+    summary = comparison_table(side_a, side_b, results, 1.1).summary
+    assert ("The runs asked MKL for different kernels: A MKL's own choice, B MKL_DEBUG_CPU_TYPE=5;"
+            in summary[-1])

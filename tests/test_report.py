@@ -352,6 +352,15 @@ def test_report_names_the_memory_allocators_when_the_runs_used_several():
             "glibc GLIBC_TUNABLES=glibc.malloc.mmap_max=0 (paddle-1.0);") in text
 
 
+def test_report_names_the_mkl_kernels_when_the_runs_asked_for_several():
+    own = [ncf_run("a", "torch"), ncf_run("b", "paddle", mkl_debug_cpu_type="")]
+    assert build_report(own, "cpu", "aaaa,bbbb").mkl_note() is None  # empty: MKL's own choice
+    text = render_report_text(build_report(own + [ncf_run("c", "cntk", mkl_debug_cpu_type="5")],
+                                           "cpu", "aaaa,bbbb,cccc"))
+    assert ("The runs asked MKL for different kernels: MKL's own choice (torch-1.0, paddle-1.0); "
+            "MKL_DEBUG_CPU_TYPE=5 (cntk-1.0);") in text
+
+
 def test_combination_time_splits_each_measurement(tmp_path):
     record = dict(status="ok", framework="jax", mode="jit", model="ncf", precision="fp32",
                   measure_s=40.0, import_s=2.0, build_s=6.0,
@@ -553,3 +562,7 @@ def test_noise_is_the_spread_between_runs_of_one_combination():
     assert run_to_run_spreads(records, "samples_per_s") == pytest.approx([0.02, 0.1])
     row = next(line for line in noise(records).splitlines() if line.startswith("| samples_per_s"))
     assert row.endswith("| 2 | 2.00% | 10.00% | 10.00% | 10% |"), row
+    # runs on other MKL kernels or another allocator are another combination
+    other_kernels = [Record(dict(rec("vgg19", 100.0), mkl_debug_cpu_type="5")),
+                     Record(dict(rec("vgg19", 100.0), allocator="glibc"))]
+    assert run_to_run_spreads(records + other_kernels, "samples_per_s") == pytest.approx([0.02, 0.1])

@@ -119,13 +119,15 @@ NOISE_FIELDS = {
 
 
 def run_to_run_spreads(records: Iterable[Record], field: str) -> List[float]:
-    """Per combination measured more than once with the same framework version on the same
-    machine: (largest - smallest) / mean of the field over its finished records, sorted."""
+    """Per combination measured more than once with the same framework version, memory allocator
+    and MKL kernels on the same machine: (largest - smallest) / mean of the field over its
+    finished records, sorted."""
     values: Dict[tuple, List[float]] = defaultdict(list)
     for r in records:
         if r.ok and r.get(field):
             key = (r.get("asv_machine") or r.get("host"), r.get("framework_version"),
-                   r.framework, r.mode, r.model, r.precision, r.get("batch"))
+                   r.framework, r.mode, r.model, r.precision, r.get("batch"), r.get("allocator"),
+                   r.get("mkl_debug_cpu_type"))
             values[key].append(float(r[field]))
     return sorted((max(v) - min(v)) / (sum(v) / len(v)) for v in values.values() if len(v) > 1)
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from fwkernels.report import noise
-from fwkernels.report.model import ALLOCATOR_EFFECT, allocator_name, host_speeds_apart
+from fwkernels.report.model import (ALLOCATOR_EFFECT, MKL_EFFECT, allocator_name,
+                                    host_speeds_apart, mkl_kernels)
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -186,9 +187,11 @@ def compare(a: Side, b: Side, units: Dict[str, str], run_to_run: float = 0.0) ->
             for k in keys]
 
 
-def side_allocators(side: Side) -> List[str]:
-    """The memory allocators a side's records ran with (none: its records do not say)."""
-    return sorted({name for run in side.runs for name in map(allocator_name, run.records) if name})
+def side_settings(side: Side, setting: Callable[[Mapping[str, Any]], Optional[str]]
+                  ) -> List[str]:
+    """The values of ``setting`` (``allocator_name``, ``mkl_kernels``) over a side's records
+    (none: its records do not say)."""
+    return sorted({value for run in side.runs for value in map(setting, run.records) if value})
 
 
 def side_host_speed(side: Side) -> Optional[float]:
@@ -240,11 +243,13 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         + f") and beyond --factor {factor:g}; figures without samples are judged by the factor "
         "alone.",
         "Counts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "."]
-    allocators = [side_allocators(a), side_allocators(b)]
-    if all(allocators) and allocators[0] != allocators[1]:
-        table.summary.append(
-            f"The runs used different memory allocators: A {', '.join(allocators[0])}, "
-            f"B {', '.join(allocators[1])}; {ALLOCATOR_EFFECT}.")
+    for setting, what, effect in ((allocator_name, "used different memory allocators",
+                                   ALLOCATOR_EFFECT),
+                                  (mkl_kernels, "asked MKL for different kernels", MKL_EFFECT)):
+        values = [side_settings(a, setting), side_settings(b, setting)]
+        if all(values) and values[0] != values[1]:
+            table.summary.append(f"The runs {what}: A {', '.join(values[0])}, "
+                                 f"B {', '.join(values[1])}; {effect}.")
     speeds = [side_host_speed(a), side_host_speed(b)]
     apart = host_speeds_apart(min(speeds), max(speeds)) if all(speeds) else None
     if apart is not None:

@@ -31,6 +31,20 @@ ALLOCATOR_EFFECT = ("on the CPU the allocator alone moved PyTorch's training thr
                     "1.55x (docs/reports.md, *Page faults*)")
 
 
+MKL_EFFECT = ("on an AMD processor MKL's AVX2 kernels trained PaddlePaddle and CNTK, whose wheels "
+              "bundle an MKL that reads the variable, up to 2.24x as fast as its own choice did "
+              "(docs/fairness.md, *Intel MKL on a non-Intel processor*)")
+
+
+def mkl_kernels(record: Mapping[str, Any]) -> Optional[str]:
+    """The MKL_DEBUG_CPU_TYPE a CPU record's worker ran with, e.g. "MKL_DEBUG_CPU_TYPE=5", or
+    "MKL's own choice" where none was set (None: not a CPU record)."""
+    if record.get("device", "cpu") != "cpu":
+        return None
+    value = record.get("mkl_debug_cpu_type")
+    return f"MKL_DEBUG_CPU_TYPE={value}" if value else "MKL's own choice"
+
+
 def allocator_name(record: Mapping[str, Any]) -> Optional[str]:
     """The memory allocator a record's worker ran with and the variables that tuned it, e.g.
     "glibc GLIBC_TUNABLES=..." (None: a record measured before records said)."""
@@ -148,12 +162,21 @@ class Report:
 
     def allocator_note(self) -> Optional[str]:
         """Which memory allocators the runs shown ran with, when more than one."""
-        by_allocator = self._run_names_by(allocator_name)
-        if len(by_allocator) < 2:
+        return self._settings_note(allocator_name, "used different memory allocators",
+                                   ALLOCATOR_EFFECT)
+
+    def mkl_note(self) -> Optional[str]:
+        """Which MKL kernels the runs shown asked for, when more than one setting."""
+        return self._settings_note(mkl_kernels, "asked MKL for different kernels", MKL_EFFECT)
+
+    def _settings_note(self, setting: Callable[[Mapping[str, Any]], Optional[str]], what: str,
+                       effect: str) -> Optional[str]:
+        by_setting = self._run_names_by(setting)
+        if len(by_setting) < 2:
             return None
-        return ("The runs used different memory allocators: " + "; ".join(
-            f"{allocator} ({', '.join(names)})"
-            for allocator, names in sorted(by_allocator.items())) + f"; {ALLOCATOR_EFFECT}.")
+        return (f"The runs {what}: " + "; ".join(
+            f"{value} ({', '.join(names)})"
+            for value, names in sorted(by_setting.items())) + f"; {effect}.")
 
     def host_speed_note(self) -> Optional[str]:
         """How far apart the host's speed was (``host_speed`` of the records) among the runs
