@@ -41,13 +41,13 @@ def test_set_threads_is_read_back(cntk_backend):
     assert cntk_backend.runtime_info("cpu")["cntk_threads"] == str(cores)
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="FTZ/DAZ are x86 MXCSR bits")
 def test_mkl_runs_its_avx2_kernels_on_a_non_intel_processor(check_mkl_kernels):
     check_mkl_kernels(
         interpreter.python(), os.path.join(interpreter.site_packages(), "cntk", "libs",
                                            "libmklml_intel.so"), interpreter.process_environment())
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="FTZ/DAZ are x86 MXCSR bits")
 def test_denormals_are_flushed_in_numpy_and_cntk(cntk_backend):
     settings = cntk_backend.build(small("ncf")).precision_settings()
     assert settings["flush_denormal"] is True and settings["compute_dtype"] == "float32"
