@@ -136,6 +136,11 @@ class Record(Mapping):
     mkl_debug_cpu_type = Field[str](TEXT, "MKL_DEBUG_CPU_TYPE in the worker, where set: 5 makes an "
                                     "MKL before 2020.1 run its AVX2 kernels on a non-Intel CPU "
                                     "(the CPU policy sets it there)")
+    other_cpu_share = Field[float](NUMBER, "the share of the machine's CPU time that other processes "
+                                   "used while the timed training windows ran (/proc/stat's busy "
+                                   "time less the worker's own)")
+    steal_share = Field[float](NUMBER, "the share of the machine's CPU time the hypervisor gave to "
+                               "others while the timed training windows ran (/proc/stat's steal)")
     host_speed = Field[float](NUMBER, "the host's speed: the slower of host_speed_probes")
     host_speed_probes = Field[list](LIST, "millions of iterations/s of a fixed pure-Python loop on "
                                     "one core, just before and just after the measurement "

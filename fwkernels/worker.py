@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fwkernels.frameworks import load_backend
 from fwkernels.frameworks.base import DEVICES, Backend, RunConfig, Workload
@@ -75,6 +75,72 @@ def _timed(workload: Workload, step, request: Dict[str, Any], check=None, run_st
                        warmup=request["warmup"], samples_per_step=request["samples_per_step"],
                        target_window_s=request["window_seconds"], check=check,
                        run_steps=run_steps, clock=clock)
+
+
+def machine_cpu_seconds() -> Dict[str, float]:
+    """The whole machine's CPU time so far, in seconds (/proc/stat, every core): ``busy`` (user,
+    nice, system, irq, softirq), ``steal`` (the hypervisor ran something else on a core) and
+    ``total`` (every state, idle included); empty where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        user, nice, system, idle, iowait, irq, softirq, steal = fields
+    except (OSError, ValueError):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick,
+            "total": sum(fields) / tick}
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """CPU time so far of a process, its finished children and its live descendants (CNTK's
+    server, compile helpers), in seconds (/proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
+        children: List[str] = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += f.read().split()
+    except (OSError, IndexError):  # it ended meanwhile
+        return 0.0
+    own = sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime .. cstime
+    return own + sum(process_tree_cpu_seconds(int(child)) for child in children)
+
+
+class MachineLoad:
+    """What else the machine did while the timed windows ran.  ``clock`` stands in for
+    ``run_windows``' clock, which is read in pairs (a start, an end), and reads the CPU time of
+    the machine and of this process's tree outside each timed interval; ``shares`` compares the
+    first window's start with the last window's end."""
+
+    def __init__(self) -> None:
+        self.readings: List[Tuple[float, Dict[str, float]]] = []
+
+    def _read(self) -> None:
+        self.readings.append((process_tree_cpu_seconds(os.getpid()), machine_cpu_seconds()))
+
+    def clock(self) -> float:
+        if len(self.readings) % 2 == 0:  # a start
+            self._read()
+            return time.perf_counter()
+        now = time.perf_counter()
+        self._read()
+        return now
+
+    def shares(self, windows: int) -> Dict[str, float]:
+        """``other_cpu_share``: the share of the machine's CPU time that went to processes other
+        than this one and its descendants; ``steal_share``: the share the hypervisor gave to
+        others.  Empty where /proc/stat could not be read."""
+        if windows < 1 or len(self.readings) < 2 * windows:
+            return {}
+        (own_start, start), (own_end, end) = self.readings[-2 * windows], self.readings[-1]
+        if not start or not end or end["total"] <= start["total"]:
+            return {}
+        total = end["total"] - start["total"]
+        other = end["busy"] - start["busy"] - (own_end - own_start)
+        return {"other_cpu_share": round(min(1.0, max(0.0, other / total)), 4),
+                "steal_share": round((end["steal"] - start["steal"]) / total, 4)}
 
 
 def train_windows(workload: Workload, request: Dict[str, Any],
@@ -144,7 +210,8 @@ def run_phases(request: Dict[str, Any], out: Dict[str, Any]) -> None:
 
 
 def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:
-    train = train_windows(workload, request)
+    load = MachineLoad()
+    train = train_windows(workload, request, load.clock)
     fwd_bwd = _timed(workload, workload.forward_backward, dict(request, warmup=1),
                      finite_loss_check(workload.loss))
     memory = _peak_memory(workload, baseline_rss)
@@ -157,7 +224,7 @@ def train_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) 
             "forward_backward_time_s": fwd_bwd.step_time_s,
             "forward_backward_warmup_s": fwd_bwd.warmup_s, "loss": workload.loss(),
             "peak_memory_bytes": memory["bytes"], "peak_memory_source": memory["source"],
-            "flops_per_step": flops, "flops_s": flops_s}
+            "flops_per_step": flops, "flops_s": flops_s, **load.shares(request["windows"])}
 
 
 def forward_phase(workload: Workload, request: Dict[str, Any], baseline_rss: int) -> Dict[str, Any]:

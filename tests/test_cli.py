@@ -115,6 +115,8 @@ def test_measure_json_has_the_documented_figures(framework):
     # the fairness policy's CPU allocator, preloaded into this framework's workers
     assert record["allocator"] == ("tcmalloc_minimal" if tcmalloc_library() else "glibc")
     assert set(record["instruction_sets"]) <= set(INSTRUCTION_SETS)
+    # what else the machine did during the timed windows (another lane of the tests, say)
+    assert 0 <= record["other_cpu_share"] <= 1 and record["steal_share"] >= 0
     # and MKL's code path, where the policy (a non-Intel processor) or the caller sets one
     assert record.get("mkl_debug_cpu_type") \
         == worker_environment(1, "unused", "", "cpu").get("MKL_DEBUG_CPU_TYPE")
@@ -131,7 +133,7 @@ def test_repeat_measures_in_fresh_processes_and_reports_both_spreads(framework, 
     written = [json.loads(line) for line in records.read_text().splitlines()]
     assert [(r["status"], r["batch"]) for r in written] == [("ok", 4096), ("ok", 4096)]
     assert written[0]["timestamp"] != written[1]["timestamp"]
-    assert all(r["host_speed"] > 0 for r in written) and "| host speed |" in proc.stdout
+    assert all(r["host_speed"] > 0 for r in written) and "| host speed | beside it |" in proc.stdout
     noise = run("noise", str(records), check=True).stdout
     assert "| samples_per_s | track_samples_per_s, track_time_per_sample | 1 |" in noise
 

@@ -200,6 +200,24 @@ def test_a_difference_in_the_hosts_speed_is_named():
         in summary[-1]
 
 
+def test_other_work_beside_the_measurements_is_named():
+    from fwkernels.report.compare import comparison_table
+
+    fresh = load_runs(RESULTS)
+    side_a, side_b = (resolve(name, fresh, "cpu-fixture", None) for name in (OLD, NEW))
+    results = compare(side_a, side_b, benchmark_units(RESULTS))
+    for side, share in ((side_a, 0.02), (side_b, 0.04)):
+        for run in side.runs:
+            run.records = [r.with_fields(other_cpu_share=share, steal_share=0.0)
+                           for r in run.records]
+    assert not any("beside" in line
+                   for line in comparison_table(side_a, side_b, results, 1.1).summary)
+    for run in side_b.runs:
+        run.records = [r.with_fields(other_cpu_share=0.5) for r in run.records]
+    summary = comparison_table(side_a, side_b, results, 1.1).summary
+    assert "Other work ran beside the measurements: up to 2% (A) and 50% (B)" in summary[-1]
+
+
 def test_a_difference_in_the_memory_allocator_is_named():
     from fwkernels.report.compare import comparison_table
 

@@ -1,7 +1,10 @@
 """A NaN, an OOM or a crash in one measurement is recorded as such, never as a throughput."""
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 from fwkernels import runner, worker
 from fwkernels.frameworks.base import Backend
@@ -115,6 +118,59 @@ def test_every_record_states_the_hosts_speed_around_its_measurement(monkeypatch)
     record = runner.run(request)
     assert record.host_speed == 9.0 and record["host_speed_probes"] == [12.5, 9.0]
     assert order == ["speed", "train", "forward", "speed"]
+
+
+def test_machine_load_names_what_other_processes_took_during_the_windows():
+    """The train phase's records say what share of the machine's CPU time went to other
+    processes while the timed windows ran (``worker.MachineLoad``): a busy process beside the
+    windows shows there."""
+    # not a child of this process (a shell starts it and ends): the worker's own are not "other"
+    started = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' "
+                              ">/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+    beside = int(started.stdout)
+    try:
+        load = worker.MachineLoad()
+        for _ in range(2):  # two windows, in which this process only waits
+            load.clock()
+            time.sleep(0.5)
+            load.clock()
+    finally:
+        os.kill(beside, signal.SIGKILL)
+    shares = load.shares(windows=2)
+    # the busy process held at least a quarter of one core, whatever else ran (another lane)
+    assert 0.25 / os.cpu_count() <= shares["other_cpu_share"] <= 1 and shares["steal_share"] >= 0
+
+
+def test_machine_load_counts_the_workers_descendants_as_its_own(tmp_path):
+    """CNTK trains in a server process the worker starts: a live child's CPU time, and a finished
+    one's, are the worker's, not another process's."""
+    before = worker.process_tree_cpu_seconds(os.getpid())
+    spin = ("import time; end = time.process_time() + 0.3\n"
+            "while time.process_time() < end: pass\n"
+            "print('spun', flush=True); time.sleep(30)")
+    child = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "spun\n"
+        live = worker.process_tree_cpu_seconds(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+    assert live - before >= 0.25  # 0.3 s, counted in 10 ms ticks
+    assert worker.process_tree_cpu_seconds(os.getpid()) - before >= 0.25  # finished and reaped
+
+
+def test_machine_load_reads_from_the_first_window_to_the_last():
+    """Warm-up and calibration read the clock too; the shares start at the first window's start,
+    leave out this process's own CPU time and count steal apart."""
+    load = worker.MachineLoad()
+
+    def reading(own, busy, steal, total):
+        return (own, {"busy": busy, "steal": steal, "total": total})
+    load.readings = [reading(0, 0, 0, 0), reading(5, 9, 0, 10),  # warm-up: left out
+                     reading(5, 9, 0, 10), reading(6, 10, 0, 12),  # window 1
+                     reading(6, 10, 0, 12), reading(7, 12, 1, 14)]  # window 2
+    assert load.shares(windows=2) == {"other_cpu_share": 0.25, "steal_share": 0.25}
+    assert worker.MachineLoad().shares(windows=2) == {}
 
 
 def test_a_failing_phase_keeps_the_figures_of_the_phases_before_it(monkeypatch, tmp_path):

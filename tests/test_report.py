@@ -340,6 +340,20 @@ def test_report_names_host_speeds_further_apart_than_the_tolerance():
     assert "The two probes of one measurement differed by up to 50%" in text
 
 
+def test_report_names_the_measurements_taken_beside_other_work():
+    """Records say what share of the machine's CPU time other processes and other guests took
+    during the timed windows; the header names the runs above 5%, the largest first."""
+    quiet = [ncf_run("a", "torch", other_cpu_share=0.01, steal_share=0.0),
+             ncf_run("b", "jax", other_cpu_share=0.03, steal_share=0.01), ncf_run("c", "mxnet")]
+    assert build_report(quiet, "cpu", "aaaa,bbbb,cccc").beside_note() is None
+    busy = quiet + [ncf_run("d", "paddle", other_cpu_share=0.45, steal_share=0.02),
+                    ncf_run("e", "chainer", other_cpu_share=0.0, steal_share=0.08)]
+    text = render_report_text(build_report(busy, "cpu", "aaaa,bbbb,cccc,dddd,eeee"))
+    assert ("2 of the measurements shown ran beside other work: up to 47% of the machine's CPU "
+            "time went to other processes or other guests during the timed windows "
+            "(paddle-1.0 ncf fp32;") in text
+
+
 def test_report_names_the_memory_allocators_when_the_runs_used_several():
     alike = [ncf_run("a", "torch", allocator="glibc"), ncf_run("b", "jax", allocator="glibc"),
              ncf_run("c", "mxnet")]

@@ -16,6 +16,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import MODELS
 from fwkernels.record import Record
+from fwkernels.report.model import share_beside
 from fwkernels.request import parse_target
 
 PARTS = ("import", "build", "warm-up", "FLOPs", "training windows", "rest")
@@ -161,16 +162,18 @@ def repeat_table(records: Sequence[Record]) -> str:
     within a run (the coefficient of variation over its timing windows).  The larger is the
     smallest difference between two such measurements that can be called real (Markdown); each
     row names the host's speed around that run."""
-    lines = ["| run | status | samples/s | std | within-run CV | windows x steps | host speed |",
-             "|---:|---|---:|---:|---:|---|---:|"]
+    lines = ["| run | status | samples/s | std | within-run CV | windows x steps | host speed "
+             "| beside it |", "|---:|---|---:|---:|---:|---|---:|---:|"]
     for number, r in enumerate(records, 1):
         speed = f"{r['host_speed']:.1f}" if r.get("host_speed") else "–"
+        beside = share_beside(r)
+        beside_text = "–" if beside is None else f"{100 * beside:.1f}%"
         if r.ok:
             lines.append(f"| {number} | ok | {r.samples_per_s:.4g} | {r['samples_per_s_std']:.2g} "
                          f"| {100 * r['samples_per_s_cv']:.1f}% "
-                         f"| {r['windows']} x {r['steps_per_window']} | {speed} |")
+                         f"| {r['windows']} x {r['steps_per_window']} | {speed} | {beside_text} |")
         else:
-            lines.append(f"| {number} | {r.status} | – | – | – | – | {speed} |")
+            lines.append(f"| {number} | {r.status} | – | – | – | – | {speed} | {beside_text} |")
     means = [r.samples_per_s for r in records if r.ok]
     if len(means) < 2:
         return "\n".join(lines + ["", "Fewer than two runs finished: no run-to-run spread."])
@@ -183,4 +186,7 @@ def repeat_table(records: Sequence[Record]) -> str:
         f"{100 * within:.1f}%; the larger ({larger}) is the noise to beat.",
         "Host speed: million iterations/s of a fixed Python loop on one core, the slower of its "
         "runs before and after each measurement (fwkernels.runner.host_speed); runs at different "
-        "host speeds differ by the host."])
+        "host speeds differ by the host.",
+        "Beside it: the share of the machine's CPU time that other processes and other guests "
+        "took during the timed training windows (the records' other_cpu_share and steal_share); "
+        "a run with much beside it measured more than the framework."])

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from fwkernels.report import noise
-from fwkernels.report.model import (ALLOCATOR_EFFECT, MKL_EFFECT, allocator_name,
-                                    host_speeds_apart, mkl_kernels)
+from fwkernels.report.model import (ALLOCATOR_EFFECT, BESIDE_TOLERANCE, MKL_EFFECT,
+                                    allocator_name, host_speeds_apart, mkl_kernels,
+                                    share_beside)
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)
@@ -201,6 +202,12 @@ def side_host_speed(side: Side) -> Optional[float]:
     return speeds[len(speeds) // 2] if speeds else None
 
 
+def side_beside(side: Side) -> float:
+    """The largest share of the machine's CPU time that went elsewhere during a measurement of
+    a side's runs (``share_beside``; 0 where no record says)."""
+    return max((share_beside(r) or 0.0 for run in side.runs for r in run.records), default=0.0)
+
+
 def _guess_unit(benchmark: str) -> str:
     if benchmark.endswith("samples_per_s"):
         return "samples/s"
@@ -250,6 +257,13 @@ def comparison_table(a: Side, b: Side, results: List[Comparison], factor: float,
         if all(values) and values[0] != values[1]:
             table.summary.append(f"The runs {what}: A {', '.join(values[0])}, "
                                  f"B {', '.join(values[1])}; {effect}.")
+    beside = [side_beside(a), side_beside(b)]
+    if max(beside) > BESIDE_TOLERANCE:
+        table.summary.append(
+            f"Other work ran beside the measurements: up to {100 * beside[0]:.0f}% (A) and "
+            f"{100 * beside[1]:.0f}% (B) of the machine's CPU time went to other processes or "
+            "other guests during the timed windows (other_cpu_share, steal_share): a "
+            "difference may be theirs.")
     speeds = [side_host_speed(a), side_host_speed(b)]
     apart = host_speeds_apart(min(speeds), max(speeds)) if all(speeds) else None
     if apart is not None:

@@ -26,6 +26,20 @@ def host_speeds_apart(slow: float, fast: float) -> Optional[float]:
     apart = fast / slow - 1
     return 100 * apart if apart > HOST_SPEED_TOLERANCE else None
 
+# Other work beside a measurement, above this share of the machine's CPU time, is named in the
+# report and compare (docs/reports.md, *Other work beside a measurement*)
+BESIDE_TOLERANCE = 0.05
+
+
+def share_beside(record: Mapping[str, Any]) -> Optional[float]:
+    """The share of the machine's CPU time that went to other processes and, through the
+    hypervisor, to other guests while a record's timed training windows ran (None: a record
+    measured before records said)."""
+    shares = [record[key] for key in ("other_cpu_share", "steal_share")
+              if record.get(key) is not None]
+    return sum(shares) if shares else None
+
+
 NOT_INSTALLED = "no release of it measured in this run"
 ALLOCATOR_EFFECT = ("on the CPU the allocator alone moved PyTorch's training throughput by up to "
                     "1.55x (docs/reports.md, *Page faults*)")
@@ -177,6 +191,20 @@ class Report:
         return (f"The runs {what}: " + "; ".join(
             f"{value} ({', '.join(names)})"
             for value, names in sorted(by_setting.items())) + f"; {effect}.")
+
+    def beside_note(self) -> Optional[str]:
+        """Which measurements shown ran beside other work (``share_beside`` above
+        BESIDE_TOLERANCE): their figures are not the framework's alone."""
+        busy = sorted(((share_beside(r) or 0.0, run.name, r["model"], r["precision"])
+                       for run in self.history for r in run.records
+                       if (share_beside(r) or 0.0) > BESIDE_TOLERANCE), reverse=True)
+        if not busy:
+            return None
+        share, name, model, precision = busy[0]
+        return (f"{len(busy)} of the measurements shown ran beside other work: up to "
+                f"{100 * share:.0f}% of the machine's CPU time went to other processes or other "
+                f"guests during the timed windows ({name} {model} {precision}; the records' "
+                "other_cpu_share and steal_share); their figures are not the framework's alone.")
 
     def host_speed_note(self) -> Optional[str]:
         """How far apart the host's speed was (``host_speed`` of the records) among the runs

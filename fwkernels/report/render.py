@@ -70,7 +70,8 @@ def render_markdown(table: Table) -> str:
 
 def header_lines(report: Report) -> List[str]:
     notes = [note for note in (report.harness_note(), report.allocator_note(),
-                               report.mkl_note(), report.host_speed_note()) if note]
+                               report.mkl_note(), report.beside_note(),
+                               report.host_speed_note()) if note]
     return ([f"fwkernels report: machine {report.machine}, {report.commit}",
              f"device: {report.device}"] + [f"environment {line}" for line in report.environment]
             + notes)
