@@ -207,6 +207,20 @@ class Record(Mapping):
         return f"Record({self._data!r})"
 
 
+# Other work beside a measurement, above this share of the machine's CPU time, is named by
+# sweep, report and compare (docs/reports.md, *Other work beside a measurement*)
+BESIDE_TOLERANCE = 0.05
+
+
+def share_beside(record: Mapping[str, Any]) -> Optional[float]:
+    """The share of the machine's CPU time that went to other processes and, through the
+    hypervisor, to other guests while a record's timed training windows ran (None: a record
+    measured before records said)."""
+    shares = [record[key] for key in ("other_cpu_share", "steal_share")
+              if record.get(key) is not None]
+    return sum(shares) if shares else None
+
+
 # ---- JSON lines ----
 
 def dumps(record: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, List, Mapping, Sequence
 
 from fwkernels.frameworks import get_framework
 from fwkernels.models import get_model
-from fwkernels.record import Record, append
+from fwkernels.record import BESIDE_TOLERANCE, Record, append, share_beside
 from fwkernels.request import InvalidRequest, Request, require, resolve
 from fwkernels.runner import EMPTY_COMPILE_CACHE, run
 
@@ -122,6 +122,15 @@ def markdown(records: Sequence[Mapping[str, Any]], command: str) -> str:
             f"| {_ms(r.get('step_time_s'))} | {_ms(r.get('forward_backward_time_s'))} "
             f"| {_ms(r.get('forward_time_s'))} | {_mib(r.get('peak_memory_bytes'))} / "
             f"{_mib(r.get('forward_peak_memory_bytes'))} | {warmup} | {params} | {tflops} |")
+    shares = [(share, r["model"], r["precision"]) for r in ok
+              for share in [share_beside(r)] if share is not None]
+    if shares:
+        share, model, precision = max(shares)
+        lines += ["", f"Beside the timed training windows, other processes and other guests took "
+                  f"at most {100 * share:.1f}% of the machine's CPU time ({model} {precision}; "
+                  "the records' other_cpu_share and steal_share)"
+                  + (": a measurement above 5% is not the framework's alone." if share > BESIDE_TOLERANCE
+                     else ".")]
     return "\n".join(lines) + "\n"
 
 

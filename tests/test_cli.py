@@ -146,6 +146,22 @@ def test_unavailable_framework_names_the_reason():
     assert proc.returncode == 2 and unavailable_reason(missing[0]) in proc.stderr
 
 
+def test_sweep_table_says_what_ran_beside_the_timed_windows():
+    from fwkernels.sweep import markdown
+
+    base = dict(status="ok", framework="torch", model="ncf", mode="eager", precision="fp32",
+                samples_per_s=10.0, samples_per_s_std=0.1, samples_per_s_cv=0.01,
+                other_cpu_share=0.01, steal_share=0.0)
+    quiet = markdown([base], "").splitlines()[-1]
+    assert quiet == ("Beside the timed training windows, other processes and other guests took at "
+                     "most 1.0% of the machine's CPU time (ncf fp32; the records' "
+                     "other_cpu_share and steal_share).")
+    busy = markdown([base, dict(base, model="vgg_a", other_cpu_share=0.3, steal_share=0.02)], "")
+    assert busy.splitlines()[-1].endswith("at most 32.0% of the machine's CPU time (vgg_a fp32; "
+                                          "the records' other_cpu_share and steal_share): a "
+                                          "measurement above 5% is not the framework's alone.")
+
+
 def test_sweep_table_names_the_framework_where_it_holds_several():
     from fwkernels.sweep import markdown
 

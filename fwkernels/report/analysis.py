@@ -15,8 +15,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import MODELS
-from fwkernels.record import Record
-from fwkernels.report.model import share_beside
+from fwkernels.record import Record, share_beside
 from fwkernels.request import parse_target
 
 PARTS = ("import", "build", "warm-up", "FLOPs", "training windows", "rest")

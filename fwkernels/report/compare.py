@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from fwkernels.report import noise
-from fwkernels.report.model import (ALLOCATOR_EFFECT, BESIDE_TOLERANCE, MKL_EFFECT,
-                                    allocator_name, host_speeds_apart, mkl_kernels,
-                                    share_beside)
+from fwkernels.record import BESIDE_TOLERANCE, share_beside
+from fwkernels.report.model import (ALLOCATOR_EFFECT, MKL_EFFECT, allocator_name,
+                                    host_speeds_apart, mkl_kernels)
 from fwkernels.report.render import format_value
 from fwkernels.report.results import (BENCHMARK_PREFIX, ResultsError, Run, Value,
                                       commits_by_date, higher_is_better, machines)

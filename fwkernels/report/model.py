@@ -13,6 +13,7 @@ from urllib.parse import quote
 from fwkernels import site
 from fwkernels.frameworks import FRAMEWORKS
 from fwkernels.frameworks.base import PRECISIONS
+from fwkernels.record import BESIDE_TOLERANCE, share_beside
 from fwkernels.report.results import Run, Value, run_names, select
 from fwkernels.report.table import Table
 from fwkernels.request import DEFAULT_MODE, split_target
@@ -25,20 +26,6 @@ def host_speeds_apart(slow: float, fast: float) -> Optional[float]:
     """How far apart (percent) two host speeds are, where beyond HOST_SPEED_TOLERANCE."""
     apart = fast / slow - 1
     return 100 * apart if apart > HOST_SPEED_TOLERANCE else None
-
-# Other work beside a measurement, above this share of the machine's CPU time, is named in the
-# report and compare (docs/reports.md, *Other work beside a measurement*)
-BESIDE_TOLERANCE = 0.05
-
-
-def share_beside(record: Mapping[str, Any]) -> Optional[float]:
-    """The share of the machine's CPU time that went to other processes and, through the
-    hypervisor, to other guests while a record's timed training windows ran (None: a record
-    measured before records said)."""
-    shares = [record[key] for key in ("other_cpu_share", "steal_share")
-              if record.get(key) is not None]
-    return sum(shares) if shares else None
-
 
 NOT_INSTALLED = "no release of it measured in this run"
 ALLOCATOR_EFFECT = ("on the CPU the allocator alone moved PyTorch's training throughput by up to "
