@@ -109,9 +109,10 @@ def format_record(r: Mapping[str, Any]) -> str:
         f"  warm-up           {r['warmup_s']:.2f} s; build {r['build_s']:.2f} s",
         f"  parameters        {r['params']:,} (expected {r['expected_params']:,})",
     ]
-    if record.share_beside(r) is not None:
-        lines.append(f"  beside it         {100 * record.share_beside(r):.1f}% of the machine's CPU time "
-                     "went to other processes and other guests during the timed windows")
+    beside = record.share_beside(r)
+    if beside is not None:
+        lines.append(f"  beside it         {100 * beside:.1f}% of the machine's CPU time went to "
+                     "other processes and other guests during the timed windows")
     if r.get("achieved_tflops"):
         lines.append(f"  model FLOPs       {r['flops_per_sample'] / 1e9:.3g} GFLOP/sample "
                      f"(train), achieved {r['achieved_tflops']:.3g} TFLOP/s")

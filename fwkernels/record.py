@@ -138,7 +138,7 @@ class Record(Mapping):
                                     "(the CPU policy sets it there)")
     other_cpu_share = Field[float](NUMBER, "the share of the machine's CPU time that other processes "
                                    "used while the timed training windows ran (/proc/stat's busy "
-                                   "time less the worker's own)")
+                                   "time less the worker's and its descendants')")
     steal_share = Field[float](NUMBER, "the share of the machine's CPU time the hypervisor gave to "
                                "others while the timed training windows ran (/proc/stat's steal)")
     host_speed = Field[float](NUMBER, "the host's speed: the slower of host_speed_probes")

@@ -126,11 +126,11 @@ def markdown(records: Sequence[Mapping[str, Any]], command: str) -> str:
               for share in [share_beside(r)] if share is not None]
     if shares:
         share, model, precision = max(shares)
+        above = (f": a measurement above {100 * BESIDE_TOLERANCE:.0f}% is not the framework's "
+                 "alone." if share > BESIDE_TOLERANCE else ".")
         lines += ["", f"Beside the timed training windows, other processes and other guests took "
                   f"at most {100 * share:.1f}% of the machine's CPU time ({model} {precision}; "
-                  "the records' other_cpu_share and steal_share)"
-                  + (": a measurement above 5% is not the framework's alone." if share > BESIDE_TOLERANCE
-                     else ".")]
+                  f"the records' other_cpu_share and steal_share){above}"]
     return "\n".join(lines) + "\n"
 
 
