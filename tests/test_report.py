@@ -580,3 +580,8 @@ def test_noise_is_the_spread_between_runs_of_one_combination():
     other_kernels = [Record(dict(rec("vgg19", 100.0), mkl_debug_cpu_type="5")),
                      Record(dict(rec("vgg19", 100.0), allocator="glibc"))]
     assert run_to_run_spreads(records + other_kernels, "samples_per_s") == pytest.approx([0.02, 0.1])
+    # records taken beside other work are named under the table
+    assert "beside other work" not in noise(records)
+    busy = [Record(dict(rec("ncf", 90.0), other_cpu_share=0.31, steal_share=0.01))]
+    assert noise(records + busy).splitlines()[-1].startswith(
+        "1 of the 7 records ran beside other work: up to 32% of the machine's CPU time")

@@ -15,7 +15,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from fwkernels.frameworks.base import PRECISIONS
 from fwkernels.models import MODELS
-from fwkernels.record import Record, share_beside
+from fwkernels.record import BESIDE_TOLERANCE, Record, share_beside
 from fwkernels.request import parse_target
 
 PARTS = ("import", "build", "warm-up", "FLOPs", "training windows", "rest")
@@ -152,6 +152,13 @@ def noise(records: Sequence[Record]) -> str:
         lines.append(f"| {field} | {benchmarks} | {len(spreads)} "
                      f"| {100 * percentile(spreads, 0.5):.2f}% | {100 * p95:.2f}% "
                      f"| {100 * spreads[-1]:.2f}% | {max(1, math.ceil(100 * p95))}% |")
+    busy = [share for share in map(share_beside, records)
+            if share is not None and share > BESIDE_TOLERANCE]
+    if busy:
+        lines += ["", f"{len(busy)} of the {len(records)} records ran beside other work: up to "
+                  f"{100 * max(busy):.0f}% of the machine's CPU time went to other processes or "
+                  "other guests during their timed windows (other_cpu_share, steal_share), and "
+                  "the spreads above include what that did."]
     return "\n".join(lines)
 
 
