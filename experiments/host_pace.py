@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 from fwkernels.cli import add_combination_arguments
 from fwkernels.request import InvalidRequest, Request, require, resolve
 from fwkernels.runner import host_speed
-from fwkernels.worker import build, prepare, train_windows
+from fwkernels.worker import build, machine_cpu_seconds, prepare, train_windows
 
 COUNTERS = ("clock", "thread_cpu", "process_cpu", "involuntary_switches", "migrations", "steal",
             "minor_faults")
@@ -51,13 +51,10 @@ CORRELATION_BIN_S = 0.5
 
 def steal_seconds(cpu: Optional[int] = None) -> float:
     """Steal time so far, of one core or (None) of all of them (/proc/stat)."""
-    label = "cpu" if cpu is None else f"cpu{cpu}"
-    with open("/proc/stat") as f:
-        for line in f:
-            fields = line.split()
-            if fields[0] == label:
-                return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    raise ValueError(f"/proc/stat has no {label} line")
+    seconds = machine_cpu_seconds(cpu)
+    if not seconds:
+        raise ValueError(f"/proc/stat has no {'cpu' if cpu is None else f'cpu{cpu}'} line")
+    return seconds["steal"]
 
 
 def migrations() -> Optional[int]:

@@ -77,15 +77,17 @@ def _timed(workload: Workload, step, request: Dict[str, Any], check=None, run_st
                        run_steps=run_steps, clock=clock)
 
 
-def machine_cpu_seconds() -> Dict[str, float]:
-    """The whole machine's CPU time so far, in seconds (/proc/stat, every core): ``busy`` (user,
-    nice, system, irq, softirq), ``steal`` (the hypervisor ran something else on a core) and
-    ``total`` (every state, idle included); empty where /proc/stat cannot be read."""
+def machine_cpu_seconds(cpu: Optional[int] = None) -> Dict[str, float]:
+    """CPU time so far, in seconds, of every core or (``cpu``) of one (/proc/stat): ``busy``
+    (user, nice, system, irq, softirq), ``steal`` (the hypervisor ran something else on the
+    core) and ``total`` (every state, idle included); empty where /proc/stat cannot be read."""
+    label = "cpu" if cpu is None else f"cpu{cpu}"
     try:
         with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:9]]
+            line = next(line for line in f if line.split()[0] == label)
+        fields = [int(x) for x in line.split()[1:9]]
         user, nice, system, idle, iowait, irq, softirq, steal = fields
-    except (OSError, ValueError):
+    except (OSError, StopIteration, ValueError):
         return {}
     tick = os.sysconf("SC_CLK_TCK")
     return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick,

@@ -182,9 +182,10 @@ class Report:
     def beside_note(self) -> Optional[str]:
         """Which measurements shown ran beside other work (``share_beside`` above
         BESIDE_TOLERANCE): their figures are not the framework's alone."""
-        busy = sorted(((share_beside(r) or 0.0, run.name, r["model"], r["precision"])
+        busy = sorted(((share, run.name, r["model"], r["precision"])
                        for run in self.history for r in run.records
-                       if (share_beside(r) or 0.0) > BESIDE_TOLERANCE), reverse=True)
+                       for share in [share_beside(r) or 0.0] if share > BESIDE_TOLERANCE),
+                      reverse=True)
         if not busy:
             return None
         share, name, model, precision = busy[0]
