@@ -25,11 +25,11 @@ import time
 from typing import Dict, List
 
 # Minutes each session took in two lanes on the 2-core machine (`CI=true bash .ci/run` from a
-# fresh clone of 312766b, 2026-12-03 16:53-17:37 UTC, each session printing its time; docs/ci.md):
+# fresh clone of 3989478, 2026-12-07 00:42-01:16 UTC, each session printing its time; docs/ci.md):
 # only to balance the lanes.
-MINUTES = {"jax": 18.3, "torch": 15.5, "tensorflow": 15.4, "chainer": 6.7, "paddle": 6.4,
-           "mxnet": 5.6, "cntk": 5.2, "lint": 4.3, "site": 1.5, "ledger": 1.4, "report": 0.9,
-           "core": 0.6}
+MINUTES = {"jax": 11.0, "torch": 10.8, "tensorflow": 8.9, "chainer": 7.1, "cntk": 6.5,
+           "paddle": 4.9, "mxnet": 3.7, "lint": 2.7, "site": 1.0, "ledger": 1.0, "report": 0.6,
+           "core": 0.5}
 PASSIVE_WAIT = {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "GOMP_SPINCOUNT": "0"}
 
 
