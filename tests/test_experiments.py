@@ -237,3 +237,25 @@ def test_mkl_sgemm_times_mkls_own_kernels_and_the_policys():
     assert own["gflops"] > 0 and policy["gflops"] > 0 and len(policy["gflops_runs"]) == 2
     if mkl_cpu_type("cpu"):  # a non-Intel processor with AVX2: the policy changes the kernels
         assert (own["kernels"], policy["kernels"]) == (0, 5)
+
+
+def test_window_length_alternates_the_lengths_round_after_round(tmp_path):
+    needs("torch")
+    jsonl = tmp_path / "records.jsonl"
+    out = experiment("window_length.py", "torch", "ncf", "--batch", "4096",
+                     "--window-seconds", "0.05,0.2", "--rounds", "2", "--jsonl", str(jsonl))
+    from fwkernels import record
+
+    records = record.read(str(jsonl))
+    assert [r.status for r in records] == ["ok"] * 4
+    steps = [r["steps_per_window"] for r in records]
+    assert steps[0] < steps[1] and steps[2] < steps[3], steps  # 0.05 s, 0.2 s, 0.05 s, 0.2 s
+    assert out.count("Run-to-run spread of the means") == 2 and "### Windows of 0.2 s" in out
+
+
+def test_window_length_names_a_bad_length_in_one_line():
+    proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, "window_length.py"),
+                           "torch", "ncf", "--window-seconds", "0,1"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "window_seconds must be a positive number" in proc.stderr
