@@ -17,12 +17,10 @@ import sys
 import time
 from typing import Dict, List
 
-from fwkernels import record
-from fwkernels.cli import add_combination_arguments
+from fwkernels.cli import EXIT_FAILED, add_combination_arguments, check_output_path, train_run
 from fwkernels.record import Record
 from fwkernels.report import analysis
 from fwkernels.request import InvalidRequest, require, resolve
-from fwkernels.runner import run
 
 
 def main(argv: List[str]) -> int:
@@ -42,6 +40,7 @@ def main(argv: List[str]) -> int:
         parser.error(f"--window-seconds takes numbers separated by commas, got "
                      f"{args.window_seconds!r}")
     try:
+        check_output_path(args.jsonl, "--jsonl")
         requests = [require(resolve(args.framework, args.model, device=args.device,
                                     precision=args.precision, mode=args.mode, batch=args.batch,
                                     window_seconds=length)) for length in lengths]
@@ -51,19 +50,14 @@ def main(argv: List[str]) -> int:
     runs: Dict[float, List[Record]] = {length: [] for length in lengths}
     for number in range(1, args.rounds + 1):
         for length, request in zip(lengths, requests):
-            result = run(request, phases=("train",))
-            if args.jsonl:
-                record.append(args.jsonl, result)
-            runs[length].append(result)
-            status = f"{result.samples_per_s:.4g} samples/s" if result.ok else result.status
-            print(f"{time.strftime('%H:%M:%S')} round {number}, windows of {length:g} s: "
-                  f"{status}", file=sys.stderr, flush=True)
+            runs[length].append(train_run(request, args.jsonl, f"{time.strftime('%H:%M:%S')} "
+                                          f"round {number}, windows of {length:g} s"))
     request = requests[0]
     print(f"{request.framework} [{request.mode}] {request.model} on {request.device}, "
           f"{request.precision}, batch {request.batch}, {request.windows} windows")
     for length in lengths:
         print(f"\n### Windows of {length:g} s\n\n{analysis.repeat_table(runs[length])}")
-    return 0 if all(r.ok for rs in runs.values() for r in rs) else 1
+    return 0 if all(r.ok for rs in runs.values() for r in rs) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from fwkernels.report.render import (render_markdown, render_report_markdown,
 from fwkernels.report.results import (ResultsError, benchmark_units, load_runs, machines,
                                       widen_benchmark_grids)
 from fwkernels.report.tables import build_report
-from fwkernels.request import InvalidRequest, require, resolve
+from fwkernels.request import InvalidRequest, Request, require, resolve
 from fwkernels.runner import run
 
 EXIT_INVALID = 2
@@ -338,18 +338,23 @@ def cmd_repeat(args: argparse.Namespace) -> int:
         args.framework, args.model, device=args.device, precision=args.precision,
         mode=args.mode, batch=args.batch, windows=args.windows, steps=args.steps,
         window_seconds=args.window_seconds, warmup=args.warmup, threads=args.threads))
-    results = []
-    for number in range(1, args.runs + 1):
-        result = run(request, phases=("train",))
-        if args.jsonl:
-            record.append(args.jsonl, result)
-        status = f"{result.samples_per_s:.4g} samples/s" if result.ok else result.status
-        print(f"run {number}/{args.runs}: {status}", file=sys.stderr, flush=True)
-        results.append(result)
+    results = [train_run(request, args.jsonl, f"run {number}/{args.runs}")
+               for number in range(1, args.runs + 1)]
     print(f"{request.framework} [{request.mode}] {request.model} on {request.device}, "
           f"{request.precision}, batch {request.batch}, {request.threads} threads\n")
     print(analysis.repeat_table(results))
     return 0 if all(r.ok for r in results) else EXIT_FAILED
+
+
+def train_run(request: Request, jsonl: Optional[str], label: str) -> record.Record:
+    """The training phase in fresh processes once; its record appended to ``jsonl`` (when named)
+    as soon as it ends, and its throughput or status printed after ``label`` on stderr."""
+    result = run(request, phases=("train",))
+    if jsonl:
+        record.append(jsonl, result)
+    status = f"{result.samples_per_s:.4g} samples/s" if result.ok else result.status
+    print(f"{label}: {status}", file=sys.stderr, flush=True)
+    return result
 
 
 def _list(text: str) -> List[str]:

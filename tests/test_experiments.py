@@ -253,9 +253,12 @@ def test_window_length_alternates_the_lengths_round_after_round(tmp_path):
     assert out.count("Run-to-run spread of the means") == 2 and "### Windows of 0.2 s" in out
 
 
-def test_window_length_names_a_bad_length_in_one_line():
+@pytest.mark.parametrize("args, message", [
+    (["--window-seconds", "0,1"], "window_seconds must be a positive number"),
+    (["--jsonl", "/no/such/folder/r.jsonl"], "no folder /no/such/folder"),
+])
+def test_window_length_names_bad_input_in_one_line(args, message):
     proc = subprocess.run([sys.executable, os.path.join(EXPERIMENTS, "window_length.py"),
-                           "torch", "ncf", "--window-seconds", "0,1"],
-                          capture_output=True, text=True)
+                           "torch", "ncf", *args], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "window_seconds must be a positive number" in proc.stderr
+    assert message in proc.stderr
