@@ -14,8 +14,8 @@ before) is version 0, which has the same fields, and loads unchanged. 2 adds ``r
 ledger release measured) and ``harness_commit`` (the fwkernels commit that measured it).
 ``autotune``, ``autotune_setting`` and ``layout`` (docs/fairness.md) are optional fields of version
 2: a record without them was measured before the fairness policy; so are ``allocator``,
-``allocator_settings`` and ``mkl_debug_cpu_type``, which a record measured before they existed
-lacks.
+``allocator_settings``, ``mkl_debug_cpu_type`` and ``window_seconds``, which a record measured
+before they existed lacks.
 """
 from __future__ import annotations
 
@@ -76,6 +76,8 @@ class Record(Mapping):
     batch = Field[int](INT, "samples per step, in the model's batch dimension")
     threads = Field[int](INT, "CPU threads given to the framework")
     windows = Field[int](INT, "timing windows K")
+    window_seconds = Field[float](NUMBER, "target length of a timing window, which calibrates "
+                                  "steps_per_window (unless the steps were given)")
     warmup = Field[int](INT, "warm-up steps")
     framework_title = Field[str](TEXT, "the framework's name in the papers")
     task = Field[str](TEXT, "the model's task")

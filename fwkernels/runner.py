@@ -111,7 +111,8 @@ def run(request: Request, phases: Sequence[str] = PHASES, timeout_s: float = 180
     record: Dict[str, Any] = {
         "framework": request.framework, "mode": request.mode, "model": request.model,
         "device": request.device, "batch": request.batch, "precision": request.precision,
-        "threads": request.threads, "windows": request.windows, "warmup": request.warmup,
+        "threads": request.threads, "windows": request.windows,
+        "window_seconds": request.window_seconds, "warmup": request.warmup,
         "framework_title": get_framework(request.framework).title, "task": spec.task,
         "unit": spec.unit, "samples_per_step": spec.samples_per_step(request.batch),
         "canonical_params": spec.params, "expected_params": spec.expected_params(request.framework),

@@ -248,6 +248,7 @@ def test_window_length_alternates_the_lengths_round_after_round(tmp_path):
 
     records = record.read(str(jsonl))
     assert [r.status for r in records] == ["ok"] * 4
+    assert [r.window_seconds for r in records] == [0.05, 0.2, 0.05, 0.2]
     steps = [r["steps_per_window"] for r in records]
     assert steps[0] < steps[1] and steps[2] < steps[3], steps  # 0.05 s, 0.2 s, 0.05 s, 0.2 s
     assert out.count("Run-to-run spread of the means") == 2 and "### Windows of 0.2 s" in out
