@@ -321,7 +321,7 @@ def cmd_framework_ratio(args: argparse.Namespace) -> int:
 
 
 def cmd_internal_memory(args: argparse.Namespace) -> int:
-    print(analysis.internal_memory(record.read(args.records), sweep.command_line()), end="")
+    print(analysis.internal_memory(record.read(args.records, required=True), sweep.command_line()), end="")
     return 0
 
 
@@ -628,6 +628,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except LedgerError as error:  # bad input: 2; the package registry did not answer: 1
         print(f"fwkernels: error: {error}", file=sys.stderr)
         return EXIT_FAILED if isinstance(error, RegistryUnavailable) else EXIT_INVALID
+    except BrokenPipeError:  # the reader of stdout left early (`| head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -282,7 +282,8 @@ def warn(message: str) -> None:
 
 
 def read_all(paths: Iterable[str]) -> List[Record]:
-    return [record for path in paths for record in read(path)]
+    """Every record of files a user named: each must exist, or a typo would read as no records."""
+    return [record for path in paths for record in read(path, required=True)]
 
 
 def write_one(path: str, record: Mapping[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The command line: listing, error paths (exit 2, valid choices named), a real measurement."""
 import json
+import os
 import subprocess
 import sys
 
@@ -53,6 +54,11 @@ def test_list_json_names_every_model_and_framework_with_availability():
     (["repeat", "torch", "nosuchmodel"], list(MODELS)),
     (["repeat", "torch", "ncf", "--windows", "0"], ["windows", "positive"]),
     (["repeat", "torch", "ncf", "--jsonl", "/no/such/folder/r.jsonl"], ["--jsonl", "no folder"]),
+    # a mistyped records file is an error, not an empty table
+    (["noise", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
+    (["combination-time", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
+    (["framework-ratio", "torch", "jax", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
+    (["internal-memory", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
 ])
 def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     proc = run(*args)
@@ -61,6 +67,16 @@ def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     assert len(lines) == 1 and "error" in lines[0]
     for name in names:
         assert name in lines[0]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # what `fwkernels list | head -0` does to the writer
+    proc = subprocess.run([sys.executable, "-m", "fwkernels", "list"], stdout=write_end,
+                          stderr=subprocess.PIPE, text=True)
+    os.close(write_end)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
 
 
 def test_an_unknown_cpu_allocator_is_one_line_naming_the_choices(monkeypatch):
