@@ -1,8 +1,9 @@
 """The ``fwkernels`` command line: every subcommand is registered here.
 
-    list, measure, sweep, render, loss-curve                   measuring
-    report, compare, widen-grids, asv-machine                  asv results
+    list, measure, sweep, repeat, render, loss-curve           measuring
+    report, compare, history, widen-grids, asv-machine         asv results
     combination-time, framework-ratio, internal-memory, noise  records files
+    ledger                                                     framework releases as commits
 """
 from __future__ import annotations
 
