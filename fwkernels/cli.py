@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from fwkernels import record, sweep
 from fwkernels.frameworks import FRAMEWORKS, FrameworkInfo, own_interpreter, unavailable_reason
+from fwkernels.ledger.installed import worker_site_packages
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
 from fwkernels.ledger.releases import LedgerError, RegistryUnavailable
 from fwkernels.models import MODELS
@@ -57,11 +58,11 @@ def _installed_version(info: FrameworkInfo) -> Optional[str]:
     if info.own_python:
         return own_interpreter(info).installed_version()
     package = info.package
+    where = worker_site_packages() or sys.path  # a release environment's, else this one's
     for dist in (package, {"paddle": "paddlepaddle"}.get(package, package), f"{package}-cpu"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
+        found = next(iter(metadata.distributions(name=dist, path=where)), None)
+        if found is not None:
+            return found.version
     return None
 
 
@@ -595,7 +596,8 @@ def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tags", action="store_true", help="print the release tags, not hashes")
     p.add_argument("--python", default=platform.python_version(),
                    help="only releases that install on this Python version, or `any` (default: "
-                        "this interpreter's; the others are named on stderr)")
+                        "this interpreter's, and the releases that need another Python where the "
+                        "install step finds one here; the others are named on stderr)")
     p.set_defaults(func=ledger.cmd_commits)
 
     p = commands.add_parser("fold", help="fold results into one file per machine, release and "

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import fwkernels
 from fwkernels.frameworks import get_framework
+from fwkernels.ledger.installed import worker_python
 from fwkernels.models import get_model
 from fwkernels.record import Record
 from fwkernels.request import InvalidRequest, Request, require, resolve
@@ -207,7 +208,7 @@ def tcmalloc_library() -> Optional[str]:
 
 
 def worker_command(request: Dict[str, Any], path: str) -> List[str]:
-    return [sys.executable, "-m", "fwkernels.worker", json.dumps(request), path]
+    return [worker_python(), "-m", "fwkernels.worker", json.dumps(request), path]
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

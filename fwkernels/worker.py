@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -162,6 +163,7 @@ def prepare(request: Dict[str, Any], out: Dict[str, Any]) -> Optional[Tuple[Back
     backend = load_backend(request["framework"])
     out["framework_version"] = backend.version()
     out["import_s"] = time.perf_counter() - start
+    out["python"] = platform.python_version()  # a release of its own Python: not the runner's
     backend.set_threads(request["threads"])
     out.update(memory_allocator())
     if MKL_CPU_TYPE_VARIABLE in os.environ:

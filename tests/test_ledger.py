@@ -16,6 +16,7 @@ from fwkernels.ledger.discover import Registry, RegistryUnavailable, discover
 from fwkernels.ledger.releases import LedgerError
 from fake_registry import FakeRegistry, Package, pip_environment
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KNOWN = ["torch", "jax"]
 TWO_FRAMEWORKS = """\
 [torch]
@@ -530,3 +531,106 @@ def test_fold_names_a_release_missing_from_the_releases_file_and_writes_nothing(
         fold(str(tmp_path / "results"), str(tmp_path / "records"), "cpu-fixture",
              "virtualenv-py3.11", releases.load(path), str(tmp_path / ".asv" / "ledger"))
     assert sorted(os.listdir(tmp_path / "results" / "cpu-fixture")) == listed
+
+
+class TwoPythonsRegistry(Registry):
+    """A registry whose jax 0.12.1 has wheels for Python >=3.12 only: this interpreter's pip
+    cannot install it, the pip of ``OTHER_PYTHON`` can."""
+    OTHER_PYTHON = "/opt/python3.12/bin/python3"
+
+    def __init__(self) -> None:
+        super().__init__(index_url="http://registry.invalid/simple/")
+
+    def project(self, package):
+        from fwkernels.ledger.discover import Project
+
+        return Project(versions=["0.10.2", "0.12.1"],
+                       upload_dates={"0.10.2": "2026-06-17", "0.12.1": "2026-11-18"},
+                       requires_python={"0.12.1": [">=3.12"]}, yanked=[])
+
+    def installable(self, package):
+        return ["0.10.2", "0.12.1"] if self.python == self.OTHER_PYTHON else ["0.10.2"]
+
+    def resolve(self, requirements):
+        assert self.python == self.OTHER_PYTHON, "resolved with a pip that cannot install it"
+        return {"jax": "0.12.1", "jaxlib": "0.12.1", "flax": "0.12.12", "optax": "0.2.8"}
+
+
+def test_a_release_for_another_python_is_found_through_that_pythons_pip(tmp_path, monkeypatch):
+    """JAX 0.12 has no wheel for Python 3.11: discovery asks a Python of this machine that it
+    admits, and the release keeps its requirement (the install step then makes its environment);
+    without such a Python it is skipped with the reason, as before."""
+    from fwkernels.ledger import discover as discovery, pythons
+
+    jax = releases.load(write(tmp_path, TWO_FRAMEWORKS), known=KNOWN)["jax"]
+    monkeypatch.setattr(discovery.platform, "python_version", lambda: "3.11.7")
+    monkeypatch.setattr(pythons, "find", lambda specifier: TwoPythonsRegistry.OTHER_PYTHON
+                        if specifier == ">=3.12" else None)
+    [added] = discover(jax, TwoPythonsRegistry()).added
+    assert (added.version, added.python) == ("0.12.1", ">=3.12")
+    assert added.pins == {"jaxlib": "0.12.1", "flax": "0.12.12", "optax": "0.2.8"}
+    monkeypatch.setattr(pythons, "find", lambda specifier: None)
+    found = discover(jax, TwoPythonsRegistry())
+    assert not found.added and "requires Python >=3.12" in found.skipped[0].reason
+
+
+def test_pythons_are_found_by_the_versions_they_report(tmp_path, monkeypatch):
+    from fwkernels.ledger import pythons
+
+    here = ".".join(map(str, sys.version_info[:3]))
+    monkeypatch.setenv(pythons.VARIABLE, sys.executable)
+    assert pythons.find(f"=={here}") == sys.executable
+    assert pythons.find(f"!={here}") is None
+    monkeypatch.setenv(pythons.VARIABLE, str(tmp_path / "no-python"))
+    assert pythons.find(f"=={here}") is None
+
+
+NEEDS_ANOTHER_PYTHON = """\
+[torch]
+package = "fwkernels-standin"
+
+[[torch.release]]
+version = "1.0.0"
+date = 2026-01-01
+python = ">=3.99"
+"""
+
+
+def test_a_release_for_another_python_gets_an_environment_of_its_own(tmp_path, monkeypatch):
+    """Its pins go into a virtualenv of the Python found, with this checkout's fwkernels on that
+    Python's path; the workers start with that interpreter, and what is installed is read there."""
+    from fwkernels import frameworks, runner
+    from fwkernels.ledger import install, installed, pythons
+
+    tracked = releases.load(write(tmp_path, NEEDS_ANOTHER_PYTHON), known=KNOWN)["torch"]
+    build_dir, prefix = tmp_path / "build", tmp_path / "prefix"
+    for folder in (build_dir, prefix):
+        folder.mkdir()
+    (build_dir / build.RELEASE_FILE).write_text(
+        json.dumps(build.release_document(tracked, tracked.newest)))
+    monkeypatch.setattr(install.sys, "prefix", str(prefix))
+    monkeypatch.setattr(pythons, "find", lambda specifier: None)
+    with pytest.raises(SystemExit, match=r"installs on Python >=3.99; .* no other Python here"):
+        install.install(str(build_dir), "cpu", ROOT)
+
+    monkeypatch.setattr(pythons, "find", lambda specifier: sys.executable)
+    calls = []
+    monkeypatch.setattr(install, "pip", lambda *args, python="": calls.append((python, args))
+                        or subprocess.CompletedProcess(args, 0, ""))
+    monkeypatch.setattr(install, "installed_distributions", lambda: {"pip": "24.0"})
+    record = install.install(str(build_dir), "cpu", ROOT)
+    worker = os.path.join(installed.release_environment(), "bin", "python")
+    assert worker.startswith(str(prefix))
+    assert (worker, ("install", "--no-compile", "fwkernels-standin===1.0.0")) in calls
+    assert calls[-1][0] == "" and calls[-1][1][-2:] == ("-e", ROOT)  # asv's side imports it too
+    assert record[installed.WORKER_PYTHON] == worker
+    assert installed.worker_python() == worker
+    assert runner.worker_command({}, "out.json")[0] == worker
+    reason = frameworks.unavailable_reason("torch")
+    assert "torch is not installed in the release's environment" in reason
+    imported = subprocess.run([worker, "-c", "import fwkernels; print(fwkernels.__file__)"],
+                              capture_output=True, text=True)
+    assert imported.stdout.strip() == os.path.join(ROOT, "fwkernels", "__init__.py")
+    install.clean(str(prefix))  # the next release starts without it
+    assert not os.path.exists(installed.release_environment())
+    assert installed.worker_python() == sys.executable

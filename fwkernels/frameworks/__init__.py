@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Dict, List, Optional, Tuple
 
 from fwkernels.frameworks.base import Backend, Workload  # noqa: F401 (public API)
+from fwkernels.ledger.installed import worker_site_packages
 from fwkernels.registry import lookup
 
 
@@ -90,11 +92,21 @@ def unavailable_reason(name: str) -> Optional[str]:
         return "no backend in this fwkernels version"
     if info.own_python:
         return own_interpreter(info).missing_reason()
-    if importlib.util.find_spec(info.package) is None:
-        return f"{info.package} is not installed in this environment"
+    site_packages = worker_site_packages()
+    where = f"the release's environment ({site_packages[0]})" if site_packages \
+        else "this environment"
+
+    def missing(package: str) -> bool:
+        if site_packages is None:
+            return importlib.util.find_spec(package) is None
+        return not any(os.path.exists(os.path.join(folder, package, "__init__.py"))
+                       for folder in site_packages)
+
+    if missing(info.package):
+        return f"{info.package} is not installed in {where}"
     keras_backend = dict(info.options).get("backend")  # its name is its package's import name
-    if keras_backend and importlib.util.find_spec(keras_backend) is None:
-        return f"{keras_backend} (the Keras backend) is not installed in this environment"
+    if keras_backend and missing(keras_backend):
+        return f"{keras_backend} (the Keras backend) is not installed in {where}"
     return None
 
 

@@ -8,7 +8,7 @@ import platform
 import sys
 from typing import Dict, List
 
-from fwkernels.ledger import build, releases
+from fwkernels.ledger import build, pythons, releases
 from fwkernels.ledger.releases import LedgerError, TrackedFramework
 
 
@@ -46,7 +46,8 @@ def cmd_discover(args: argparse.Namespace) -> int:
         for release in found.added:
             pins = ", ".join(f"{p} {v}" for p, v in release.pins.items())
             print(f"{name} {release.version}: released {release.date}"
-                  + (f"; with {pins}" if pins else ""))
+                  + (f"; with {pins}" if pins else "")
+                  + (f"; on Python {release.python}" if release.python else ""))
         for skipped in found.skipped:
             print(f"{name} {skipped.version}: skipped, {skipped.reason}")
         if not found.added and not found.skipped:
@@ -65,17 +66,28 @@ def cmd_commits(args: argparse.Namespace) -> int:
         raise LedgerError(f"--last must be >= 0, got {args.last}")
     lines: List[str] = []
     for framework in selected(args).values():
-        installable = [r for r in framework.releases
-                       if args.python == "any" or r.installs_on(args.python)]
+        installable = [r for r in framework.releases if installs(r, args.python)]
         for release in framework.releases:
             if release not in installable:
                 print(f"{release.tag}: left out, it installs on Python {release.python}, not "
-                      f"{args.python}", file=sys.stderr)
+                      f"{args.python}" + (" nor on another Python here (the install step "
+                                          f"would need one: {pythons.HOW})"
+                                          if args.python == platform.python_version() else ""),
+                      file=sys.stderr)
         chosen = installable[-args.last:] if args.last else installable
         for release in chosen:
             lines.append(release.tag if args.tags else build.resolve(args.ledger, release.tag))
     print("\n".join(lines))
     return 0
+
+
+def installs(release: releases.Release, python: str) -> bool:
+    """Whether ``release`` installs on Python ``python`` ("any": whatever it needs); on this
+    interpreter's version, also where the install step finds another Python that admits it
+    (docs/releases.md)."""
+    if python == "any" or release.installs_on(python):
+        return True
+    return python == platform.python_version() and pythons.find(release.python) is not None
 
 
 def cmd_fold(args: argparse.Namespace) -> int:

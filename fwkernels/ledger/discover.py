@@ -3,12 +3,16 @@
 pip says which releases this Python can install (``pip index versions``) and which companion
 versions go with one (``pip install --dry-run --report``); the registry's JSON index (PEP 691,
 with PEP 700's upload times) says which releases exist at all and when each was first uploaded,
-which is its release date. A release pip cannot install here is skipped with the reason (no wheel
-for this Python, a Python requirement it does not meet, a resolution conflict); nothing is
-written when the registry cannot be reached.
+which is its release date. A release whose files all need another Python than this one
+(``Requires-Python``) is asked of the pip of a Python of this machine that admits it
+(``fwkernels.ledger.pythons``) and keeps that requirement as its ``python``: the install step gives
+it an environment of its own. A release pip cannot install here is skipped with the reason (no
+wheel for this Python, a Python requirement no Python here meets, a resolution conflict); nothing
+is written when the registry cannot be reached.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
@@ -18,8 +22,9 @@ import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
+from fwkernels.ledger import pythons
 from fwkernels.ledger.releases import LedgerError, RegistryUnavailable, Release, TrackedFramework
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -57,6 +62,13 @@ class Registry:
         self.index_url = (index_url or self.env.get("PIP_INDEX_URL") or _pip_config_index(self.env)
                           or DEFAULT_INDEX).rstrip("/") + "/"
         self.timeout = timeout
+        self.python = sys.executable  # whose pip answers installable() and resolve()
+
+    def on_python(self, python: str) -> "Registry":
+        """The same registry, asked through another interpreter's pip."""
+        other = copy.copy(self)
+        other.python = python
+        return other
 
     def project(self, package: str) -> Project:
         url = f"{self.index_url}{_normalise(package.split('[')[0])}/"
@@ -77,7 +89,7 @@ class Registry:
         return _project(data)
 
     def installable(self, package: str) -> List[str]:
-        """The releases pip would install with this Python, on this platform."""
+        """The releases pip would install with this registry's Python, on this platform."""
         result = self._pip("index", "versions", package.split("[")[0])
         match = re.search(r"^Available versions: (.*)$", result.stdout, re.MULTILINE)
         if match:
@@ -102,7 +114,7 @@ class Registry:
     def _pip(self, *args: str) -> subprocess.CompletedProcess:
         env = dict(self.env, PIP_CONSTRAINT=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1",
                    PIP_INDEX_URL=self.index_url)
-        return subprocess.run([sys.executable, "-m", "pip", *args], env=env, text=True,
+        return subprocess.run([self.python, "-m", "pip", *args], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=max(self.timeout, 600))
 
@@ -129,8 +141,16 @@ def discover(tracked: TrackedFramework, registry: Registry) -> Discovery:
     found = Discovery()
     installable = set(registry.installable(tracked.package)) if candidates else set()
     previous = newest
+    elsewhere: Dict[str, Optional[Tuple[Registry, set]]] = {}  # by the Python specifier
     for candidate in candidates:
         reason = _not_installable(candidate, installable, project)
+        asked, needs = registry, _other_python(candidate, project)
+        if reason and needs:  # the install step makes such a release an environment of its own
+            if needs not in elsewhere:
+                elsewhere[needs] = _other_registry(registry, needs, tracked.package)
+            other = elsewhere[needs]
+            if other and candidate in other[1]:
+                reason, asked = None, other[0]
         date = project.upload_dates.get(candidate)
         if reason is None and date is None:
             reason = "the registry gives no upload date for it: add it by hand with its date"
@@ -140,7 +160,7 @@ def discover(tracked: TrackedFramework, registry: Registry) -> Discovery:
         pins: Dict[str, str] = {}
         if reason is None:
             try:
-                pins = companion_pins(tracked, candidate, date, previous, registry)
+                pins = companion_pins(tracked, candidate, date, previous, asked)
             except LedgerError as error:
                 reason = f"pip cannot install it here: {error}"
         if reason:
@@ -149,6 +169,7 @@ def discover(tracked: TrackedFramework, registry: Registry) -> Discovery:
         import datetime
 
         release = Release(tracked.name, candidate, datetime.date.fromisoformat(date), pins,
+                          python=needs if asked is not registry else "",
                           build_requires=list(previous.build_requires) if previous else [])
         found.added.append(release)
         previous = release
@@ -215,6 +236,27 @@ def _not_installable(candidate: str, installable: set, project: Project) -> Opti
         return f"requires Python {' or '.join(sorted(set(required)))}; this is Python {python}"
     return (f"no file that pip can install on CPython {python} "
             f"({platform.system().lower()} {platform.machine()})")
+
+
+def _other_registry(registry: Registry, specifier: str, package: str
+                    ) -> Optional[Tuple[Registry, set]]:
+    """The registry asked through the pip of a Python here that ``specifier`` admits, with the
+    releases of ``package`` it would install; None where this machine has no such Python."""
+    python = pythons.find(specifier)
+    if python is None:
+        return None
+    other = registry.on_python(python)
+    return other, set(other.installable(package))
+
+
+def _other_python(candidate: str, project: Project) -> str:
+    """The one Python specifier of the candidate's files where it does not admit this Python
+    (">=3.12"), else ""."""
+    python = platform.python_version()
+    required = sorted({spec for spec in project.requires_python.get(candidate, []) if spec})
+    if len(required) == 1 and not _python_matches(required[0], python):
+        return required[0]
+    return ""
 
 
 def _python_matches(spec: str, python: str) -> bool:

@@ -16,6 +16,12 @@ whose wheels are cp36 only) gets its requirements from that script instead, run 
 fwkernels' side of such a backend needs (``OWN_PYTHON_HARNESS``: numpy, which draws the synthetic
 batch).
 
+A release whose wheels need another Python than asv's (``python`` in its ``release.json``, such
+as ">=3.12": JAX 0.11 and newer) is installed into a virtualenv of a Python of this machine that
+admits it (``fwkernels.ledger.pythons``), ``installed.release_environment`` inside asv's
+environment, with this checkout's fwkernels on its path; the marker names its interpreter, and
+the runner starts the workers with it (``installed.worker_python``).
+
 A pip constraint file (PIP_CONSTRAINT, or a pip.conf that caps a framework) is not applied: the
 ledger's exact pins are the point, and a cap could only make a tracked release fail to install.
 A release that fails to install fails this step with pip's reason, and a record says so; asv
@@ -35,7 +41,9 @@ import sys
 from importlib import metadata
 from typing import Dict, List, Optional
 
-from fwkernels.ledger.installed import MARKER, own_environment
+from fwkernels.ledger import pythons
+from fwkernels.ledger.installed import (MARKER, WORKER_PYTHON, own_environment,
+                                       release_environment)
 
 BASELINE = "fwkernels-ledger-baseline.json"
 HARNESS = "fwkernels"
@@ -61,9 +69,9 @@ def normalise(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def pip(*args: str) -> subprocess.CompletedProcess:
+def pip(*args: str, python: str = "") -> subprocess.CompletedProcess:
     env = dict(os.environ, PIP_CONSTRAINT=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return subprocess.run([sys.executable, "-m", "pip", *args], env=env, text=True,
+    return subprocess.run([python or sys.executable, "-m", "pip", *args], env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -113,16 +121,16 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
     if not requirements:
         raise SystemExit(f"{name} has no requirements for device {device!r}; devices: "
                          f"{', '.join(release['requirements'])}")
-    python = platform.python_version()
-    if release.get("python") and not _admits(release["python"], python):
-        raise SystemExit(f"{name} installs on Python {release['python']}; this environment has "
-                         f"Python {python}")
+    worker_python = release_python(name, str(release.get("python") or ""))
     prefix = sys.prefix
     removed = clean(prefix)
     print(f"{name}: removed {len(removed)} packages of the previous release", flush=True)
     own_versions = None
     if release.get("environment"):
         own_versions = install_own_environment(name, release, requirements, harness_dir)
+    elif worker_python:
+        own_versions = install_release_environment(name, worker_python, requirements,
+                                                   harness_dir)
     else:
         for args in install_steps(requirements, release.get("build_requires", [])):
             result = pip("install", *RELEASE_INSTALL_OPTIONS, *args)
@@ -140,9 +148,58 @@ def install(build_dir: str, device: str, harness_dir: Optional[str]) -> Dict[str
         requirement.split("===")[0]: versions.get(normalise(requirement.split("===")[0]
                                                             .split("[")[0]))
         for requirement in requirements})
+    if worker_python:
+        record[WORKER_PYTHON] = os.path.join(release_environment(), "bin", "python")
     with open(os.path.join(prefix, MARKER), "w") as f:
         json.dump(record, f, indent=2, sort_keys=True)
     return record
+
+
+def release_python(name: str, specifier: str) -> Optional[str]:
+    """None where this Python admits the release (``specifier``: its releases.toml ``python``);
+    else an interpreter of this machine that does, for the release's own environment."""
+    python = platform.python_version()
+    if not specifier or _admits(specifier, python):
+        return None
+    found = pythons.find(specifier)
+    if not found:
+        raise SystemExit(f"{name} installs on Python {specifier}; this environment has Python "
+                         f"{python}, and no other Python here admits it: {pythons.HOW}")
+    return found
+
+
+def install_release_environment(name: str, python: str, requirements: List[str],
+                                harness_dir: Optional[str]) -> Dict[str, str]:
+    """A virtualenv of ``python`` (``installed.release_environment``) with the release's pins and
+    this checkout's fwkernels on its path, in which the workers run; returns its versions."""
+    if not harness_dir:
+        raise SystemExit(f"{name} runs in an environment of its own, which needs the fwkernels "
+                         "checkout, and no checkout was given")
+    folder = release_environment()
+    result = subprocess.run([python, "-m", "venv", folder], text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise SystemExit(f"{name}: {python} -m venv {folder} failed: {_last_error(result.stdout)}")
+    result = pip("install", *RELEASE_INSTALL_OPTIONS, *requirements,
+                 python=os.path.join(folder, "bin", "python"))
+    print(result.stdout[-5000:], flush=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{name} failed to install ({' '.join(requirements)}) on {python}: "
+                         f"{_last_error(result.stdout)}")
+    site_packages = _site_packages(folder)
+    # fwkernels from the checkout, as an editable install would put it (no build, no download)
+    with open(os.path.join(site_packages[0], "fwkernels-checkout.pth"), "w") as f:
+        f.write(os.path.abspath(harness_dir) + "\n")
+    return _versions_in(site_packages)
+
+
+def _site_packages(folder: str) -> List[str]:
+    return glob.glob(os.path.join(folder, "lib", "python*", "site-packages"))
+
+
+def _versions_in(site_packages: List[str]) -> Dict[str, str]:
+    return {normalise(dist.metadata["Name"]): dist.version
+            for dist in metadata.distributions(path=site_packages) if dist.metadata["Name"]}
 
 
 def install_own_environment(name: str, release: Dict[str, object], requirements: List[str],
@@ -165,9 +222,7 @@ def install_own_environment(name: str, release: Dict[str, object], requirements:
     if result.returncode != 0:
         raise SystemExit(f"{name}: fwkernels' side ({' '.join(OWN_PYTHON_HARNESS)}) failed to "
                          f"install: {_last_error(result.stdout)}")
-    site_packages = glob.glob(os.path.join(folder, "lib", "python*", "site-packages"))
-    return {normalise(dist.metadata["Name"]): dist.version
-            for dist in metadata.distributions(path=site_packages) if dist.metadata["Name"]}
+    return _versions_in(_site_packages(folder))
 
 
 def install_steps(requirements: List[str], build_requires: List[str]) -> List[List[str]]:

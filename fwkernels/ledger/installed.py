@@ -7,14 +7,16 @@ machine whose Python already holds the frameworks), FWKERNELS_RELEASE names the 
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 MARKER = "fwkernels-release.json"  # what the ledger's install step writes into the environment
 VARIABLE = "FWKERNELS_RELEASE"
+WORKER_PYTHON = "worker_python"  # the marker's key: the release environment's interpreter
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,35 @@ def installed_release() -> Optional[InstalledRelease]:
         data = json.load(f)
     return InstalledRelease(data["framework"], data["version"], "ledger install",
                             data.get("installed", {}))
+
+
+def release_environment() -> str:
+    """Where the ledger's install step makes the environment of a release whose wheels need
+    another Python than asv's (releases.toml's ``python``): a folder of asv's environment,
+    named as ``own_environment``'s are, so that the install step removes it with them."""
+    return os.path.join(sys.prefix, "fwkernels-release-environment")
+
+
+def worker_python() -> str:
+    """The interpreter that runs the measurement workers: the release environment's, where the
+    install step made one for the release installed here; else this one."""
+    path = os.path.join(sys.prefix, MARKER)
+    if os.path.exists(path) and not os.environ.get(VARIABLE, "").strip():
+        with open(path) as f:
+            python = json.load(f).get(WORKER_PYTHON)
+        if python:
+            return python
+    return sys.executable
+
+
+def worker_site_packages() -> Optional[List[str]]:
+    """The site-packages of the workers' Python where it is not this one (a release environment),
+    else None: what is installed there is read from its files, without running it."""
+    python = worker_python()
+    if python == sys.executable:
+        return None
+    root = os.path.dirname(os.path.dirname(python))
+    return glob.glob(os.path.join(root, "lib", "python*", "site-packages"))
 
 
 def own_environment(framework: str) -> str:
