@@ -634,3 +634,15 @@ def test_a_release_for_another_python_gets_an_environment_of_its_own(tmp_path, m
     install.clean(str(prefix))  # the next release starts without it
     assert not os.path.exists(installed.release_environment())
     assert installed.worker_python() == sys.executable
+
+
+def test_commits_keep_a_release_for_another_python_where_this_machine_has_one(monkeypatch):
+    from fwkernels.ledger import commands, pythons
+
+    here = ".".join(map(str, sys.version_info[:3]))
+    newer = releases.Release("jax", "0.12.1", datetime.date(2026, 11, 18), python=">=3.99")
+    monkeypatch.setattr(pythons, "find", lambda specifier: "/opt/python3.99/bin/python3")
+    assert commands.installs(newer, here) and commands.installs(newer, "any")
+    assert not commands.installs(newer, "3.10.0")  # a version named: that version only
+    monkeypatch.setattr(pythons, "find", lambda specifier: None)
+    assert not commands.installs(newer, here)
