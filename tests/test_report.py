@@ -445,6 +445,25 @@ def test_history_lists_releases_in_version_order_with_the_change_from_the_one_be
         assert rest == f"({judged} the noise)"
 
 
+def test_history_names_each_release_s_python_and_a_change_across_two(capsys):
+    """On the committed CPU results: JAX 0.11 and later need Python 3.12 (this machine's asv
+    runs 3.11), so they ran in an environment of their own; the page says so where it matters."""
+    def history(framework):
+        assert main(["history", framework, "--machine", "amd-epyc-2core", "--results",
+                     os.path.join(REPO, "results"), "--records", os.path.join(REPO, "records"),
+                     "--noise", os.path.join(REPO, "noise.toml")]) == 0
+        return capsys.readouterr().out
+
+    jax = history("jax")
+    rows = {row[0].lstrip("| "): row for row in
+            (line.split(" | ") for line in jax.splitlines() if re.match(r"\| \d", line))}
+    assert rows["0.10.2"][2] == "3.11.7" and rows["0.11.2"][2] == "3.12.1"
+    assert rows["0.11.2"][4].endswith("; Python 3.11.7 → 3.12.1)"), rows["0.11.2"]
+    assert "Python" not in rows["0.10.2"][4] + rows["0.12.0"][4]
+    assert "a change across two of them is the Python's too" in jax
+    assert "different Pythons" not in history("tensorflow")
+
+
 @pytest.mark.parametrize("args, message", [
     (["history", "nosuch", "--machine", "amd-epyc-2core"], "nosuch"),
     (["history", "torch", "--machine", "no-such-machine"], "machines with results"),
