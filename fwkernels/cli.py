@@ -19,8 +19,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from fwkernels import record, sweep
 from fwkernels.frameworks import FRAMEWORKS, FrameworkInfo, own_interpreter, unavailable_reason
-from fwkernels.ledger.installed import worker_site_packages
 from fwkernels.frameworks.base import DEVICES, PRECISIONS
+from fwkernels.ledger.installed import worker_site_packages
 from fwkernels.ledger.releases import LedgerError, RegistryUnavailable
 from fwkernels.models import MODELS
 from fwkernels.report import analysis, compare, noise
@@ -323,7 +323,8 @@ def cmd_framework_ratio(args: argparse.Namespace) -> int:
 
 
 def cmd_internal_memory(args: argparse.Namespace) -> int:
-    print(analysis.internal_memory(record.read(args.records, required=True), sweep.command_line()), end="")
+    records = record.read(args.records, required=True)
+    print(analysis.internal_memory(records, sweep.command_line()), end="")
     return 0
 
 

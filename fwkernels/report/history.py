@@ -57,8 +57,8 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
         headers += [f"{MODELS[m].title} {MODELS[m].unit}/s", "change"]
     headers.append("measured by fwkernels")
     title = get_framework(framework).title + (f" [{mode}]" if mode else "")
-    shown = [[run.record(target, m, precision) for m in models] for run in chosen]
-    pythons = [_each_once(records, lambda r: r.get("python") or "?") for records in shown]
+    each_run = [[run.record(target, m, precision) for m in models] for run in chosen]
+    pythons = [_each_once(records, lambda r: r.get("python") or "?") for records in each_run]
     caption = ("Mean ± std over the timing windows; change from the release above (beyond the "
                "noise: the means differ by more than the larger of the sum of the two standard "
                "deviations and the run-to-run spread, "
@@ -70,7 +70,7 @@ def history_table(runs: List[Run], machine: str, framework: str, precision: str,
     table = Table(title=f"{title}: training throughput per release, {precision}, {machine}",
                   caption=caption, headers=headers)
     previous: dict = {}
-    for run, records, python in zip(chosen, shown, pythons):
+    for run, records, python in zip(chosen, each_run, pythons):
         row = [Cell(run.release.rpartition("-")[2] if run.release else run.short_commit),
                Cell(_date(run)), Cell(python)]
         for m in models:
