@@ -418,9 +418,15 @@ def test_fold_moves_results_of_fwkernels_commits_to_their_releases(tmp_path):
     runs = load_runs(str(tmp_path / "results"))
     assert sorted(r.release for r in runs) == ["torch-2.13.0", "torch-2.14.1"]
     assert {r.env for r in runs} == {"virtualenv-py3.11"}
+    with open(tmp_path / "results" / "cpu-fixture" / "machine.json") as f:
+        machine = {k: v for k, v in json.load(f).items() if k != "version"}
     for name in written[::2]:
         with open(name) as f:
-            assert json.load(f)["python"] == "3.11"  # one entry in the site's python selector
+            data = json.load(f)
+        assert data["python"] == "3.11"  # one entry in the site's python selector
+        # the parameters asv writes for a run of this environment: the site graphs folded and
+        # freshly run releases as one series
+        assert data["params"] == {**machine, "python": "3.11"}
     # every figure kept, under the suite's mode parameter ("torch" is its default mode)
     assert sorted(v.mean for r in before for v in r.values.values()) == \
         sorted(v.mean for r in runs for v in r.values.values())

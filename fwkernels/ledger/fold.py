@@ -249,7 +249,8 @@ def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,
                        duration=None, profile=None)
         results[benchmark] = [columns[c] for c in COLUMNS]
     data = {"commit_hash": commit, "env_name": env, "date": date,
-            "params": {"machine": machine, "python": python}, "python": python,
+            "params": {**machine_params(os.path.dirname(path), machine), "python": python},
+            "python": python,
             "requirements": {}, "env_vars": {}, "result_columns": COLUMNS, "results": results,
             "durations": {}, "version": 2}
     tmp = path + ".tmp"
@@ -257,6 +258,14 @@ def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,
         json.dump(data, f, indent=1)
     os.replace(tmp, path)
     return path
+
+
+def machine_params(machine_dir: str, machine: str) -> Dict[str, str]:
+    """The machine's parameters as asv writes them into its own results (machine.json less its
+    version): asv publish graphs results with different parameters as different series."""
+    path = os.path.join(machine_dir, "machine.json")
+    described = load_json(path) if os.path.exists(path) else {}
+    return {**{k: str(v) for k, v in described.items() if k != "version"}, "machine": machine}
 
 
 def _ordered(values: set, order: List[str]) -> List[str]:
