@@ -612,6 +612,24 @@ def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
                    "existing-py3.12")
     p.set_defaults(func=ledger.cmd_fold)
 
+    p = commands.add_parser("set-aside", help="before `asv run` of ledger commits: move the "
+                            "results and records the run would replace to the environment "
+                            "'earlier', which `ledger fold` takes back after the run, figure by "
+                            "figure, the newer kept")
+    p.add_argument("--results", default="results", help="asv results directory")
+    p.add_argument("--records", default="records", help="records directory")
+    p.add_argument("--machine", required=True, help="the machine asv runs as")
+    p.add_argument("--env", required=True, help="asv's environment of the run (`fwkernels "
+                   "ledger environment`)")
+    p.add_argument("--commits", required=True, metavar="FILE",
+                   help="the run's ledger commits, one per line (`fwkernels ledger commits`)")
+    p.set_defaults(func=ledger.cmd_set_aside)
+
+    p = commands.add_parser("environment", help="the name asv gives the environment of its "
+                            "configuration on this machine (results/MACHINE/COMMIT-NAME.json)")
+    p.add_argument("--config", default="asv.conf.json", help="asv's configuration file")
+    p.set_defaults(func=ledger.cmd_environment)
+
 
 def ledger_fold_doc() -> str:
     from fwkernels.ledger import fold

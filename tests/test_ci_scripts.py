@@ -494,5 +494,10 @@ def test_bench_runs_with_nothing_set(tmp_path, profile, last) -> None:
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert f"fwkernels ledger commits --last {last}" in calls
     assert any(c.startswith("fwkernels asv-machine ") for c in calls)
-    assert any(c.startswith("asv run") and "HASHFILE:.asv/ledger-commits" in c for c in calls)
+    run = next(i for i, c in enumerate(calls)
+               if c.startswith("asv run") and "HASHFILE:.asv/ledger-commits" in c)
+    # what the run would replace is set aside before it and folded back after it
+    assert calls[run - 1].startswith("fwkernels ledger set-aside ")
+    assert "--commits .asv/ledger-commits" in calls[run - 1]
+    assert calls[run + 1].startswith("fwkernels ledger fold ")
     assert calls[-1].startswith("fwkernels report")

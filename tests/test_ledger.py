@@ -2,6 +2,7 @@
 registry, and `fwkernels ledger` on bad input. The asv run over a ledger is in test_ledger_asv.py."""
 import copy
 import datetime
+import itertools
 import json
 import os
 import subprocess
@@ -477,6 +478,67 @@ def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
     assert [v for i, v in enumerate(after) if i != measured] == \
         [v for i, v in enumerate(cells) if i != measured]  # the skipped cells
     assert not slice_path.exists()
+
+
+def test_a_run_of_fewer_models_keeps_the_others_set_aside_before_it(tmp_path):
+    """scripts/bench: set-aside before `asv run`, fold after it. asv replaces the release's result
+    with one of the run's models only; the fold brings back the other models' figures and
+    records, and takes the run's own figures where both have one."""
+    from fwkernels.ledger.fold import COLUMNS, SET_ASIDE_ENV, fold, set_aside
+    from fwkernels.report.results import load_result_file
+
+    path = fixture_results(tmp_path, TWO_FRAMEWORKS)
+    ledger = str(tmp_path / ".asv" / "ledger")
+    results, records = str(tmp_path / "results"), str(tmp_path / "records")
+    args = (results, records, "cpu-fixture", "virtualenv-py3.11", releases.load(path), ledger)
+    fold(*args)
+    commit = build.resolve(ledger, "torch-2.14.1")
+    result_path, records_path = (os.path.join(folder, "cpu-fixture",
+                                              f"{commit[:8]}-virtualenv-py3.11{extension}")
+                                 for folder, extension in ((results, ".json"),
+                                                           (records, ".jsonl")))
+    before = load_result_file(result_path)
+    with open(records_path) as f:
+        earlier_records = f.read().splitlines()
+    moved = set_aside(*args[:4], [commit])
+    assert [os.path.basename(p) for p in moved] == [f"{commit[:8]}-{SET_ASIDE_ENV}.json",
+                                                   f"{commit[:8]}-{SET_ASIDE_ENV}.jsonl"]
+    assert not os.path.exists(result_path) and not os.path.exists(records_path)
+    # what asv writes for a run of NCF alone: a grid of one model, twice the throughput
+    index = {c: COLUMNS.index(c) for c in ("result", "params", "started_at")}
+    run = copy.deepcopy(before)
+    for columns in run["results"].values():
+        models = columns[index["params"]][1]
+        kept = [i for i, combo in enumerate(itertools.product(*columns[index["params"]]))
+                if combo[1] == "'ncf'"]
+        columns[index["params"]][1] = [m for m in models if m == "'ncf'"]
+        for i, column in enumerate(columns):
+            if isinstance(column, list) and i != index["params"]:
+                columns[i] = [column[k] for k in kept]
+        columns[index["result"]] = [2 * v for v in columns[index["result"]]]
+        columns[index["started_at"]] += 1000
+    with open(result_path, "w") as f:
+        json.dump(run, f)
+    ncf_record = next(line for line in earlier_records if '"model": "ncf"' in line)
+    with open(records_path, "w") as f:
+        f.write(ncf_record.replace('"timestamp": "2026-', '"timestamp": "2027-') + "\n")
+    assert result_path in fold(*args)
+    after = load_result_file(result_path)
+    benchmark = "training.Training.track_samples_per_s"
+    grid = after["results"][benchmark][index["params"]]
+    assert grid == before["results"][benchmark][index["params"]]  # every model again
+    for combo, old, new in zip(itertools.product(*grid),
+                               before["results"][benchmark][index["result"]],
+                               after["results"][benchmark][index["result"]]):
+        assert new == (2 * old if combo[1] == "'ncf'" else old), combo
+    with open(records_path) as f:
+        assert len(f.read().splitlines()) == len(earlier_records) + 1
+    assert not [name for name in os.listdir(tmp_path / "results" / "cpu-fixture")
+                if SET_ASIDE_ENV in name]
+    # a set-aside never folded back (a run killed) is not overwritten by the next
+    set_aside(*args[:4], [commit])
+    with pytest.raises(LedgerError, match="not folded back"):
+        set_aside(*args[:4], [commit])
 
 
 def test_fold_writes_the_figures_of_a_stopped_run_from_its_records_as_asv_would(tmp_path):

@@ -110,3 +110,33 @@ def cmd_fold(args: argparse.Namespace) -> int:
         from fwkernels.ledger.fold import rename_parameters
         rename_parameters(os.path.join(args.results, "benchmarks.json"))
     return 0
+
+
+def cmd_set_aside(args: argparse.Namespace) -> int:
+    from fwkernels.ledger.fold import set_aside
+
+    if not os.path.isfile(args.commits):
+        raise LedgerError(f"no commits file {args.commits}: write it with `fwkernels ledger "
+                          "commits > FILE`")
+    with open(args.commits) as f:
+        commits = f.read().split()
+    for path in set_aside(args.results, args.records, args.machine, args.env, commits):
+        print(f"set aside {path}")
+    return 0
+
+
+def cmd_environment(args: argparse.Namespace) -> int:
+    try:
+        from asv import environment
+        from asv.config import Config
+    except ImportError:
+        raise LedgerError("fwkernels ledger environment needs asv (requirements-tools.txt)") from None
+    if not os.path.isfile(args.config):
+        raise LedgerError(f"no asv configuration {args.config}")
+    names = [e.name for e in environment.get_environments(Config.load(args.config), None,
+                                                          verbose=False)]
+    if len(names) != 1:
+        raise LedgerError(f"{args.config} gives {len(names)} environments here "
+                          f"({', '.join(names) or 'none: is its Python installed?'}); one expected")
+    print(names[0])
+    return 0

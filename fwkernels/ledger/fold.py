@@ -13,6 +13,11 @@ last is kept, and every record is kept in the release's records file, with ``har
 naming the fwkernels commit that measured it. Nothing is written until every figure has found
 its release; the files folded are then removed.
 
+asv replaces a release's result whole when it runs the release again, so a run of fewer models
+would lose the others' figures: ``set_aside`` moves the results and records a run will replace to
+the environment ``earlier`` first, and the fold after the run takes them back, figure by figure
+(``fwkernels ledger set-aside``; scripts/bench does both).
+
 asv writes a parameterised benchmark's result only when all its combinations have run, so a run
 stopped before that (a time limit) leaves records and no result. Where a finished record of the
 files folded has no figure in any of them nor in the folded file, its figures are written from the
@@ -46,6 +51,7 @@ COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99
            "profile"]
 PER_COMBINATION = ["result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75",
                    "stats_number", "stats_repeat", "samples"]
+SET_ASIDE_ENV = "earlier"
 # (release tag, mode parameter, model, precision)
 Combination = Tuple[str, str, str, str]
 
@@ -130,6 +136,34 @@ def fold(results_dir: str, records_dir: str, machine: str, env: str,
         if os.path.exists(path):
             os.remove(path)
     return written
+
+
+def set_aside(results_dir: str, records_dir: str, machine: str, env: str,
+              commits: List[str]) -> List[str]:
+    """Move the machine's results and records of ``env`` at these ledger commits to the
+    environment ``earlier``, for ``fold`` to take back after a run of them; returns what was
+    moved. A set-aside not yet folded back is an error (fold first): nothing is moved then."""
+    moves = []
+    for commit in commits:
+        for folder, extension in ((results_dir, ".json"), (records_dir, ".jsonl")):
+            source, target = (os.path.join(folder, machine, f"{commit[:8]}-{name}{extension}")
+                              for name in (env, SET_ASIDE_ENV))
+            if os.path.exists(target):
+                raise LedgerError(f"{target} was set aside before and not folded back: "
+                                  f"`fwkernels ledger fold --machine {machine} --env {env}` first")
+            if os.path.exists(source):
+                moves.append((source, target))
+    for source, target in moves:
+        if target.endswith(".json"):
+            data = load_result_file(source)
+            data["env_name"] = SET_ASIDE_ENV
+            with open(target + ".tmp", "w") as f:
+                json.dump(data, f, indent=1)
+            os.replace(target + ".tmp", target)
+            os.remove(source)
+        else:
+            os.replace(source, target)
+    return [target for _, target in moves]
 
 
 def _benchmark_versions(path: str) -> Dict[str, str]:

@@ -222,15 +222,20 @@ def measure_releases(args: argparse.Namespace, work: str, releases: List[str]) -
                          env={**env, **existing_environment(args.python, commit, release)}) or status
         version = subprocess.run([args.python, "-c", "import sys; print('%d.%d' % "
                                   "sys.version_info[:2])"], capture_output=True, text=True)
-        fwkernels("ledger", "fold", "--results", os.path.join(work, "results"), "--records",
-                  os.path.join(work, "records"), "--machine", args.machine, "--env",
-                  f"existing-py{version.stdout.strip()}", "--releases", releases_file(work),
-                  "--ledger", LEDGER)
+        fold(work, args.machine, f"existing-py{version.stdout.strip()}")
     elif releases:
         hashes = os.path.join(work, "ledger-commits")
         with open(hashes, "w") as f:
             f.write("".join(commits[r] + "\n" for r in releases))
+        # asv replaces a release's result whole: what this run leaves out (models, precisions)
+        # is set aside and folded back after it (docs/releases.md)
+        env_name = fwkernels("ledger", "environment", "--config", config).stdout.strip()
+        fold(work, args.machine, env_name)
+        fwkernels("ledger", "set-aside", "--results", os.path.join(work, "results"), "--records",
+                  os.path.join(work, "records"), "--machine", args.machine, "--env", env_name,
+                  "--commits", hashes)
         status = asv(config, "run", *options, f"HASHFILE:{hashes}", check=False, env=env)
+        fold(work, args.machine, env_name)
     after = fingerprints(machine_dir)
     written = [name for name in after if before.get(name) != after[name]]
     latest = os.path.join(work, "latest", args.machine)
@@ -243,6 +248,12 @@ def measure_releases(args: argparse.Namespace, work: str, releases: List[str]) -
     if not written:
         sys.exit(f"asv run (status {status}) wrote no results for machine {args.machine!r}")
     return status
+
+
+def fold(work: str, machine: str, env_name: str) -> None:
+    fwkernels("ledger", "fold", "--results", os.path.join(work, "results"), "--records",
+              os.path.join(work, "records"), "--machine", machine, "--env", env_name,
+              "--releases", releases_file(work), "--ledger", LEDGER)
 
 
 def publish(work: str, machine: str) -> None:
