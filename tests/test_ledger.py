@@ -483,7 +483,8 @@ def test_a_later_slice_folds_into_the_folded_file_cell_by_cell(tmp_path):
 def test_a_run_of_fewer_models_keeps_the_others_set_aside_before_it(tmp_path):
     """scripts/bench: set-aside before `asv run`, fold after it. asv replaces the release's result
     with one of the run's models only; the fold brings back the other models' figures and
-    records, and takes the run's own figures where both have one."""
+    records, takes the run's own figures where both have one, and keeps a failed cell in the
+    grid without letting it hide a figure."""
     from fwkernels.ledger.fold import COLUMNS, SET_ASIDE_ENV, fold, set_aside
     from fwkernels.report.results import load_result_file
 
@@ -497,25 +498,35 @@ def test_a_run_of_fewer_models_keeps_the_others_set_aside_before_it(tmp_path):
                                               f"{commit[:8]}-virtualenv-py3.11{extension}")
                                  for folder, extension in ((results, ".json"),
                                                            (records, ".jsonl")))
+    index = {c: COLUMNS.index(c) for c in ("result", "params", "started_at")}
     before = load_result_file(result_path)
+    for columns in before["results"].values():  # GoogleNet failed in the earlier run
+        combos = itertools.product(*columns[index["params"]])
+        columns[index["result"]] = [None if combo[1] == "'googlenet'" else value
+                                    for combo, value in zip(combos, columns[index["result"]])]
+    with open(result_path, "w") as f:
+        json.dump(before, f)
     with open(records_path) as f:
-        earlier_records = f.read().splitlines()
+        earlier_records = [line.replace('"status": "ok"', '"status": "error"')
+                           if '"model": "googlenet"' in line else line
+                           for line in f.read().splitlines()]
+    with open(records_path, "w") as f:
+        f.write("\n".join(earlier_records) + "\n")
     moved = set_aside(*args[:4], [commit])
     assert [os.path.basename(p) for p in moved] == [f"{commit[:8]}-{SET_ASIDE_ENV}.json",
                                                    f"{commit[:8]}-{SET_ASIDE_ENV}.jsonl"]
     assert not os.path.exists(result_path) and not os.path.exists(records_path)
-    # what asv writes for a run of NCF alone: a grid of one model, twice the throughput
-    index = {c: COLUMNS.index(c) for c in ("result", "params", "started_at")}
+    # what asv writes for a run of AlexNet-OWT and NCF: a grid of two models, NCF at twice the
+    # throughput, AlexNet-OWT failed this time
     run = copy.deepcopy(before)
     for columns in run["results"].values():
-        models = columns[index["params"]][1]
+        columns[index["params"]][1] = ["'ncf'", "'alexnet_owt'"]  # in the suite's order
         kept = [i for i, combo in enumerate(itertools.product(*columns[index["params"]]))
-                if combo[1] == "'ncf'"]
-        columns[index["params"]][1] = [m for m in models if m == "'ncf'"]
+                if combo[1] in columns[index["params"]][1]]
         for i, column in enumerate(columns):
             if isinstance(column, list) and i != index["params"]:
                 columns[i] = [column[k] for k in kept]
-        columns[index["result"]] = [2 * v for v in columns[index["result"]]]
+        columns[index["result"]] = [2 * columns[index["result"]][0], None]
         columns[index["started_at"]] += 1000
     with open(result_path, "w") as f:
         json.dump(run, f)
@@ -527,10 +538,13 @@ def test_a_run_of_fewer_models_keeps_the_others_set_aside_before_it(tmp_path):
     benchmark = "training.Training.track_samples_per_s"
     grid = after["results"][benchmark][index["params"]]
     assert grid == before["results"][benchmark][index["params"]]  # every model again
+    # NCF's new figure; AlexNet-OWT's earlier one, not this run's failure; GoogleNet's earlier
+    # failure, still in the grid
     for combo, old, new in zip(itertools.product(*grid),
                                before["results"][benchmark][index["result"]],
                                after["results"][benchmark][index["result"]]):
         assert new == (2 * old if combo[1] == "'ncf'" else old), combo
+    assert after["results"][benchmark][index["result"]].count(None) == 1
     with open(records_path) as f:
         assert len(f.read().splitlines()) == len(earlier_records) + 1
     assert not [name for name in os.listdir(tmp_path / "results" / "cpu-fixture")

@@ -9,8 +9,9 @@ target) and runs of one release split over several environments (``asv run -E ex
 environment after its interpreter's path; a run in slices used several). Each figure goes to the
 release its record names (the framework's reported version), under the suite's current
 parameters (mode, model, precision); where several files hold the same figure, the one measured
-last is kept, and every record is kept in the release's records file, with ``harness_commit``
-naming the fwkernels commit that measured it. Nothing is written until every figure has found
+last is kept (a figure before a failed or skipped cell, which keeps its place in the grid), and
+every record is kept in the release's records file, with ``harness_commit`` naming the fwkernels
+commit that measured it. Nothing is written until every figure has found
 its release; the files folded are then removed.
 
 asv replaces a release's result whole when it runs the release again, so a run of fewer models
@@ -62,6 +63,7 @@ class Figure:
     version: Optional[str]  # the benchmark's code hash
     started_at: Optional[int]
     order: Tuple[int, int]  # (started_at, the file's date): the larger was measured last
+    measured: bool = True  # False: asv's None (failed) or NaN (skipped), kept below any figure
 
 
 @dataclass
@@ -178,7 +180,8 @@ def _figures_from_records(entry: Folded, versions: Dict[str, str]) -> List[Combi
     """Figures for the entry's finished records whose combinations asv wrote none for (the
     module's text); returns those combinations."""
     written: List[Combination] = []
-    asv_wrote = {benchmark: set(cells) for benchmark, cells in entry.figures.items()}
+    asv_wrote = {benchmark: {c for c, figure in cells.items() if figure.measured}
+                 for benchmark, cells in entry.figures.items()}
     for result in sorted((r for r in entry.records if r.ok), key=lambda r: r.timestamp or ""):
         combination = (result.release, suite_mode(result.framework, result.mode), result.model,
                        result.precision)
@@ -237,8 +240,9 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
         by_target[(result.framework, result.mode, result.model, result.precision)] = tag
     for benchmark, (first, model, precision), cell, fields in combinations(data):
         values = {c: cell.get(c) for c in PER_COMBINATION}
-        if not isinstance(values["result"], (int, float)) or not math.isfinite(values["result"]):
-            continue  # not measured (asv writes a skipped combination as NaN)
+        measured = isinstance(values["result"], (int, float)) and math.isfinite(values["result"])
+        if not measured and not ledger_run:
+            continue  # a cell of a run before the ledger that was not measured
         if ledger_run:
             tag, mode = ledger_run, first
         else:
@@ -251,9 +255,10 @@ def _fold_file(data: Dict[str, Any], records: List[Record], tags: Dict[str, str]
             mode = suite_mode(framework, mode)
         entry = folded.setdefault(tag, Folded(python=python))
         figure = Figure(values, fields.get("version"), fields.get("started_at"),
-                        (int(fields.get("started_at") or 0), date))
+                        (int(fields.get("started_at") or 0), date), measured)
         known = entry.figures.setdefault(benchmark, {}).get((tag, mode, model, precision))
-        if known is None or figure.order > known.order:
+        # a failed or skipped cell keeps its place in the grid, and never hides a figure
+        if known is None or (figure.measured, figure.order) > (known.measured, known.order):
             entry.figures[benchmark][(tag, mode, model, precision)] = figure
         entry.date = max(entry.date, date)
 
