@@ -26,8 +26,8 @@ from fwkernels.models import MODELS
 from fwkernels.report import analysis, compare, noise
 from fwkernels.report.render import (render_markdown, render_report_markdown,
                                      render_report_text, render_text)
-from fwkernels.report.results import (ResultsError, benchmark_units, load_runs, machines,
-                                      widen_benchmark_grids)
+from fwkernels.report.results import (ResultsError, benchmark_units, load_json, load_runs,
+                                      machines, widen_benchmark_grids)
 from fwkernels.report.tables import build_report
 from fwkernels.request import InvalidRequest, Request, require, resolve
 from fwkernels.runner import run
@@ -295,6 +295,11 @@ def cmd_widen_grids(args: argparse.Namespace) -> int:
     return 0
 
 
+# what names a different machine; the system (a kernel update) and the memory the kernel reports
+# may change under one name
+IDENTIFYING_MACHINE_FIELDS = ("arch", "cpu", "num_cpu")
+
+
 def cmd_asv_machine(args: argparse.Namespace) -> int:
     # asv 0.6.6's `asv machine --yes --machine NAME` stores the name alone (given options too, it
     # keeps only those that differ from what it detects: airspeed-velocity/asv#944), so each
@@ -305,6 +310,21 @@ def cmd_asv_machine(args: argparse.Namespace) -> int:
         print("fwkernels asv-machine needs asv (requirements-tools.txt)", file=sys.stderr)
         return EXIT_INVALID
     info = dict(Machine.get_defaults(), machine=args.name)
+    described = os.path.join(args.results, args.name, "machine.json")
+    if os.path.exists(described):
+        # asv graphs results of different machine parameters as different series: a machine
+        # keeps the description its results were run under, less what names another machine
+        recorded = {k: str(v) for k, v in load_json(described).items() if k in info}
+        other = [k for k in IDENTIFYING_MACHINE_FIELDS if recorded.get(k, info[k]) != info[k]]
+        if other:
+            differences = ", ".join(f"{k} {recorded[k]!r}, here {info[k]!r}" for k in other)
+            raise InvalidRequest(f"{described} describes another machine ({differences}): "
+                                 "choose another name")
+        for key, value in recorded.items():
+            if value != info[key]:
+                print(f"asv machine {args.name}: {key} kept as {described} has it, {value!r} "
+                      f"(here {info[key]!r})")
+        info.update(recorded)
     MachineCollection.save(args.name, info)
     print(f"asv machine {args.name}: " + ", ".join(f"{k} {v}" for k, v in info.items()
                                                    if k != "machine"))
@@ -506,6 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("asv-machine", help="describe this machine to asv under NAME, with the "
                        "system, processor, cores and memory asv detects (for `asv run --machine`)")
     p.add_argument("name", help="asv machine name, e.g. amd-epyc-2core")
+    p.add_argument("--results", default="results", help="asv results directory: a machine "
+                   "described there keeps that description (its system and memory), and a "
+                   "different processor or core count under its name is refused")
     p.set_defaults(func=cmd_asv_machine)
 
     p = sub.add_parser("combination-time", help="where each framework's measurement time went "

@@ -555,6 +555,37 @@ def test_a_run_of_fewer_models_keeps_the_others_set_aside_before_it(tmp_path):
         set_aside(*args[:4], [commit])
 
 
+def test_asv_machine_keeps_the_description_its_results_ran_under(tmp_path):
+    """A kernel update changes the system asv detects: a machine with results keeps the system it
+    was described with (else the site draws its releases as two series); another processor or
+    core count under its name is refused."""
+    pytest.importorskip("asv")
+
+    def describe():
+        return subprocess.run([sys.executable, "-m", "fwkernels", "asv-machine", "m1",
+                               "--results", str(tmp_path / "results")],
+                              env=dict(os.environ, HOME=str(tmp_path)), capture_output=True,
+                              text=True)
+
+    def stored():
+        with open(tmp_path / ".asv-machine.json") as f:
+            return json.load(f)["m1"]
+
+    assert describe().returncode == 0
+    detected = stored()
+    (tmp_path / "results" / "m1").mkdir(parents=True)
+    described = tmp_path / "results" / "m1" / "machine.json"
+    described.write_text(json.dumps({**detected, "os": "Linux earlier", "version": 1}))
+    kept = describe()
+    assert kept.returncode == 0, kept.stderr
+    assert stored() == {**detected, "os": "Linux earlier"}
+    assert "os kept as" in kept.stdout
+    described.write_text(json.dumps({**detected, "num_cpu": "999", "version": 1}))
+    refused = describe()
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "num_cpu '999'" in refused.stderr
+
+
 def test_fold_writes_the_figures_of_a_stopped_run_from_its_records_as_asv_would(tmp_path):
     """A run stopped before asv wrote its results (a time limit) brings back records only: fold
     writes their figures with asv's own statistics, the same as asv wrote for the same records,
