@@ -11,8 +11,8 @@ release its record names (the framework's reported version), under the suite's c
 parameters (mode, model, precision); where several files hold the same figure, the one measured
 last is kept (a figure before a failed or skipped cell, which keeps its place in the grid), and
 every record is kept in the release's records file, with ``harness_commit`` naming the fwkernels
-commit that measured it. Nothing is written until every figure has found
-its release; the files folded are then removed.
+commit that measured it. Nothing is written until every figure has found its release; the files
+folded are then removed.
 
 asv replaces a release's result whole when it runs the release again, so a run of fewer models
 would lose the others' figures: ``set_aside`` moves the results and records a run will replace to
