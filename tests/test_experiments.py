@@ -242,8 +242,8 @@ def test_mkl_sgemm_times_mkls_own_kernels_and_the_policys():
 def test_window_length_alternates_the_lengths_round_after_round(tmp_path):
     needs("torch")
     jsonl = tmp_path / "records.jsonl"
-    # A step of NCF takes 0.04 s on a quiet AMD EPYC core and over 0.2 s on a loaded CI runner:
-    # the long window is long enough for several steps on either.
+    # At batch 4096 a step of NCF took over 0.2 s on a loaded CI runner, so windows of 0.05 s and
+    # 0.2 s both held one step: at batch 256 the 1 s window holds several on a loaded runner too.
     out = experiment("window_length.py", "torch", "ncf", "--batch", "256",
                      "--window-seconds", "0.05,1", "--rounds", "2", "--jsonl", str(jsonl))
     from fwkernels import record

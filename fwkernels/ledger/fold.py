@@ -44,7 +44,8 @@ from fwkernels.ledger.build import tags_by_commit
 from fwkernels.ledger.releases import LedgerError, TrackedFramework
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.report.results import BENCHMARK_PREFIX, combinations, load_json, load_result_file
+from fwkernels.report.results import (BENCHMARK_PREFIX, combinations, load_json,
+                                      load_result_file, write_atomically)
 from fwkernels.request import DEFAULT_MODE, split_target, suite_mode
 
 COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
@@ -159,9 +160,7 @@ def set_aside(results_dir: str, records_dir: str, machine: str, env: str,
         if target.endswith(".json"):
             data = load_result_file(source)
             data["env_name"] = SET_ASIDE_ENV
-            with open(target + ".tmp", "w") as f:
-                json.dump(data, f, indent=1)
-            os.replace(target + ".tmp", target)
+            write_atomically(target, json.dumps(data, indent=1))
             os.remove(source)
         else:
             os.replace(source, target)
@@ -292,10 +291,7 @@ def _write_result(path: str, entry: Folded, commit: str, date: int, env: str,
             "python": python,
             "requirements": {}, "env_vars": {}, "result_columns": COLUMNS, "results": results,
             "durations": {}, "version": 2}
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(data, indent=1))
     return path
 
 
