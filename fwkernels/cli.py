@@ -391,6 +391,18 @@ def _positive(text: str) -> int:
     return value
 
 
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _results_name(text: str) -> str:
+    """A machine's or environment's name, which asv and fwkernels use as a file or folder name
+    under results/ and records/."""
+    if not NAME_PATTERN.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"letters, digits, '.', '_' and '-', beginning with a letter or digit: got {text!r}")
+    return text
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -420,9 +432,16 @@ def add_combination_arguments(p: argparse.ArgumentParser, optional: bool = False
     p.add_argument("--mode", help="execution mode (default: the framework's first)")
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad input is one line naming what is wrong (exit 2); the usage is `-h`'s."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_INVALID, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fwkernels", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="fwkernels", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     verbatim = argparse.RawDescriptionHelpFormatter
 
@@ -478,7 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="the papers' tables from asv results, terminal/Markdown/HTML",
                        description=fwkernels.report.__doc__, formatter_class=verbatim)
     _add_results_arguments(p)
-    p.add_argument("--machine", help="asv machine name (default: every machine with results)")
+    p.add_argument("--machine", type=_results_name,
+                   help="asv machine name (default: every machine with results)")
     p.add_argument("--commit", help="commit hash prefix, or a comma list of them (default: "
                                     "each machine's latest)")
     p.add_argument("--format", choices=("terminal", "markdown"), default="terminal",
@@ -496,7 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--factor", type=float, default=1.1,
                    help="exit 1 when B is worse than A by more than this factor (default 1.1)")
     _add_results_arguments(p)
-    p.add_argument("--machine", help="machine, when a selector does not name one")
+    p.add_argument("--machine", type=_results_name,
+                   help="machine, when a selector does not name one")
     p.add_argument("--commit", help="commit prefix, when a selector does not name one "
                                     "(default: each side's latest)")
     p.add_argument("--benchmark", help="regular expression on benchmark names "
@@ -511,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "against the one before (Markdown)", description=history.__doc__,
                        formatter_class=verbatim)
     p.add_argument("framework", help="framework[:mode], e.g. torch or torch:compile")
-    p.add_argument("--machine", required=True, help="asv machine name")
+    p.add_argument("--machine", type=_results_name, required=True, help="asv machine name")
     p.add_argument("--precision", default="fp32", help="comma list (default: fp32)")
     p.add_argument("--markdown", metavar="FILE", help="also write the page to FILE")
     _add_results_arguments(p)
@@ -525,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("asv-machine", help="describe this machine to asv under NAME, with the "
                        "system, processor, cores and memory asv detects (for `asv run --machine`)")
-    p.add_argument("name", help="asv machine name, e.g. amd-epyc-2core")
+    p.add_argument("name", type=_results_name, help="asv machine name, e.g. amd-epyc-2core")
     p.add_argument("--results", default="results", help="asv results directory: a machine "
                    "described there keeps that description (its system and memory), and a "
                    "different processor or core count under its name is refused")
@@ -575,7 +596,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_repeat)
 
     add_ledger_parser(sub)
+    name_the_commands(parser)
     return parser
+
+
+def name_the_commands(parser: argparse.ArgumentParser) -> None:
+    """A missing command is named by its choices, not by its dest ("command")."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = "{" + ",".join(action.choices) + "}"
+            for subparser in action.choices.values():
+                name_the_commands(subparser)
 
 
 def measured_by_option(p: argparse.ArgumentParser) -> None:
@@ -630,9 +661,10 @@ def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
     common(p)
     p.add_argument("--results", default="results", help="asv results directory")
     p.add_argument("--records", default="records", help="records directory")
-    p.add_argument("--machine", help="one machine (default: every machine under --results)")
-    p.add_argument("--env", required=True, help="the environment name to fold into, e.g. "
-                   "existing-py3.12")
+    p.add_argument("--machine", type=_results_name,
+                   help="one machine (default: every machine under --results)")
+    p.add_argument("--env", type=_results_name, required=True,
+                   help="the environment name to fold into, e.g. existing-py3.12")
     p.set_defaults(func=ledger.cmd_fold)
 
     p = commands.add_parser("set-aside", help="before `asv run` of ledger commits: move the "
@@ -641,9 +673,9 @@ def add_ledger_parser(sub: argparse._SubParsersAction) -> None:
                             "figure, the newer kept")
     p.add_argument("--results", default="results", help="asv results directory")
     p.add_argument("--records", default="records", help="records directory")
-    p.add_argument("--machine", required=True, help="the machine asv runs as")
-    p.add_argument("--env", required=True, help="asv's environment of the run (`fwkernels "
-                   "ledger environment`)")
+    p.add_argument("--machine", type=_results_name, required=True, help="the machine asv runs as")
+    p.add_argument("--env", type=_results_name, required=True,
+                   help="asv's environment of the run (`fwkernels ledger environment`)")
     p.add_argument("--commits", required=True, metavar="FILE",
                    help="the run's ledger commits, one per line (`fwkernels ledger commits`)")
     p.set_defaults(func=ledger.cmd_set_aside)

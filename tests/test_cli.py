@@ -59,6 +59,15 @@ def test_list_json_names_every_model_and_framework_with_availability():
     (["combination-time", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
     (["framework-ratio", "torch", "jax", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
     (["internal-memory", "/no/such/r.jsonl"], ["/no/such/r.jsonl", "No such file"]),
+    # argparse's own errors: one line too, without the usage
+    (["measure", "torch", "resnet50", "--windows", "0"], ["--windows", "positive"]),
+    ([], ["measure", "ledger"]),
+    (["ledger"], ["fold", "set-aside"]),
+    # a machine or environment name becomes a folder or file name under results/ and records/
+    (["asv-machine", "../elsewhere"], ["'../elsewhere'", "letters, digits"]),
+    (["ledger", "set-aside", "--machine", "m/x", "--env", "e", "--commits", "c"], ["--machine"]),
+    (["ledger", "fold", "--env", ".."], ["--env", "'..'"]),
+    (["history", "torch", "--machine", ""], ["--machine", "''"]),
 ])
 def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
     proc = run(*args)
