@@ -8,6 +8,9 @@ step did nothing but its convolutions and matrix products at their measured spee
 
     python experiments/step_kernel_time.py --device cuda --precision bf16 --mode compile \
         --model resnet50 --batch 256 --steps 10
+
+``--cudnn-benchmark-limit N`` sets how many of cuDNN's algorithms PyTorch times per convolution
+when it autotunes (``torch.backends.cudnn.benchmark_limit``: 10 by default, 0 for all of them).
 """
 from __future__ import annotations
 
@@ -79,7 +82,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--small", action="store_true", help="the models' small test inputs")
+    parser.add_argument("--cudnn-benchmark-limit", type=int, default=None,
+                        help="cuDNN algorithms tried per convolution when autotuning (PyTorch's "
+                             "torch.backends.cudnn.benchmark_limit; 0: all; default: PyTorch's)")
     args = parser.parse_args()
+    if args.cudnn_benchmark_limit is not None:
+        torch.backends.cudnn.benchmark_limit = args.cudnn_benchmark_limit
     spec = get_model(args.model)
     batch = args.batch or spec.default_batch(args.device)
     config = RunConfig(model=spec, batch=batch, device=args.device, precision=args.precision,
@@ -106,6 +114,8 @@ def main() -> None:
     print(json.dumps({
         "model": args.model, "device": args.device, "precision": args.precision,
         "mode": args.mode, "batch": batch, "torch": torch.__version__,
+        "device_name": torch.cuda.get_device_name() if args.device == "cuda" else None,
+        "cudnn_benchmark_limit": torch.backends.cudnn.benchmark_limit,
         "step_s": step_s, "samples_per_s": batch / step_s,
         "kernel_s_per_step": dict(sorted(per_step.items(), key=lambda kv: -kv[1])),
         "kernel_s_total": sum(per_step.values()),

@@ -65,8 +65,9 @@ def test_step_kernel_time_sums_a_steps_time_by_kind_of_work():
     needs("torch")
     out = experiment("step_kernel_time.py", "--device", "cpu", "--precision", "fp32",
                      "--mode", "eager", "--model", "alexnet_owt", "--batch", "2", "--small",
-                     "--warmup", "1", "--steps", "2")
+                     "--warmup", "1", "--steps", "2", "--cudnn-benchmark-limit", "0")
     result = json.loads(out)
+    assert result["cudnn_benchmark_limit"] == 0
     kinds = result["kernel_s_per_step"]
     assert kinds["convolution"] > 0 and kinds["matrix product"] > 0, kinds
     assert 0 < result["kernel_s_total"] and result["bound_samples_per_s"] > 0
