@@ -2,6 +2,7 @@
 
     list, measure, sweep, repeat, render, loss-curve           measuring
     report, compare, history, widen-grids, asv-machine         asv results
+    check-variables                                            the asv suite's variables
     combination-time, framework-ratio, internal-memory, noise  records files
     ledger                                                     framework releases as commits
 """
@@ -331,6 +332,16 @@ def cmd_asv_machine(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_variables(args: argparse.Namespace) -> int:
+    from fwkernels.suite import check_variables, parameters
+
+    check_variables()
+    modes, models, precisions = parameters(os.environ.get("FWKERNELS_DEVICE", "cpu"))
+    print(f"asv suite: modes {','.join(modes)}; models {','.join(models)}; precisions "
+          f"{','.join(precisions)}")
+    return 0
+
+
 def cmd_combination_time(args: argparse.Namespace) -> int:
     print(analysis.combination_time(measured_by(record.read_all(args.records), args.measured_by)))
     return 0
@@ -551,6 +562,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "described there keeps that description (its system and memory), and a "
                    "different processor or core count under its name is refused")
     p.set_defaults(func=cmd_asv_machine)
+
+    p = sub.add_parser("check-variables", help="check the asv suite's variables (FWKERNELS_DEVICE, "
+                       "_MODELS, _PRECISIONS, _MODES, _SELECT, _WINDOWS, _WINDOW_SECONDS, _WARMUP, "
+                       "_CPU_ALLOCATOR) before a run installs anything, and print its parameters")
+    p.set_defaults(func=cmd_check_variables)
 
     p = sub.add_parser("combination-time", help="where each framework's measurement time went "
                        "(import, build, warm-up, FLOPs, windows), from records files",

@@ -164,13 +164,8 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
     except ValueError as error:
         raise InvalidRequest(str(error)) from None
     allocator = cpu_allocator(device, allocator)
-    for name, value in (("batch", batch), ("windows", windows), ("steps", steps)):
-        if value is not None and value <= 0:
-            raise InvalidRequest(f"{name} must be a positive integer, got {value}")
-    if warmup is not None and warmup < 0:
-        raise InvalidRequest(f"warmup must be 0 or more steps, got {warmup}")
-    if window_seconds is not None and not 0 < window_seconds < float("inf"):
-        raise InvalidRequest(f"window_seconds must be a positive number, got {window_seconds}")
+    check_protocol(batch=batch, windows=windows, steps=steps, window_seconds=window_seconds,
+                   warmup=warmup)
     usable = default_threads()
     if threads is not None and not 1 <= threads <= usable:
         # more threads than cores would time the scheduler, not the framework
@@ -188,6 +183,19 @@ def resolve(framework: str, model: str, *, device: str = "cpu", precision: str =
                    window_seconds=window_seconds or defaults.window_seconds,
                    warmup=defaults.warmup if warmup is None else warmup,
                    threads=threads or default_threads(), allocator=allocator)
+
+
+def check_protocol(batch: Optional[int] = None, windows: Optional[int] = None,
+                   steps: Optional[int] = None, window_seconds: Optional[float] = None,
+                   warmup: Optional[int] = None) -> None:
+    """InvalidRequest for a protocol value out of its range (None: the default)."""
+    for name, value in (("batch", batch), ("windows", windows), ("steps", steps)):
+        if value is not None and value <= 0:
+            raise InvalidRequest(f"{name} must be a positive integer, got {value}")
+    if warmup is not None and warmup < 0:
+        raise InvalidRequest(f"warmup must be 0 or more steps, got {warmup}")
+    if window_seconds is not None and not 0 < window_seconds < float("inf"):
+        raise InvalidRequest(f"window_seconds must be a positive number, got {window_seconds}")
 
 
 def cpu_allocator(device: str, choice: Optional[str] = None) -> str:

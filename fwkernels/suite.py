@@ -13,12 +13,13 @@ import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
 from fwkernels import record
-from fwkernels.frameworks.base import PRECISIONS
+from fwkernels.frameworks.base import DEVICES, PRECISIONS
 from fwkernels.ledger.installed import InstalledRelease, installed_release, matches
 from fwkernels.models import MODELS
 from fwkernels.record import Record
-from fwkernels.request import (InvalidRequest, Skip, mode_parameter, release_target, resolve,
-                               split_target)
+from fwkernels.registry import check
+from fwkernels.request import (InvalidRequest, Skip, check_protocol, cpu_allocator,
+                               mode_parameter, release_target, resolve, split_target)
 from fwkernels.runner import run
 
 
@@ -33,6 +34,41 @@ def parameters(device: str) -> List[List[str]]:
     precisions = _env_list("FWKERNELS_PRECISIONS", ["fp32"] if device == "cpu" else PRECISIONS)
     profile = os.environ.get("FWKERNELS_MODES", "").strip() or "default"
     return [mode_parameter(profile), _env_list("FWKERNELS_MODELS", MODELS), precisions]
+
+
+def check_variables() -> None:
+    """The suite's variables, checked before a run installs anything (the suite would otherwise
+    fail each combination after the installs): InvalidRequest names the variable and what it may
+    hold."""
+    device = os.environ.get("FWKERNELS_DEVICE", "cpu")
+    _check_each("FWKERNELS_DEVICE", [device], DEVICES, "device")
+    try:
+        _modes, models, precisions = parameters(device)
+    except ValueError as error:  # it names FWKERNELS_MODES
+        raise InvalidRequest(str(error)) from None
+    _check_each("FWKERNELS_MODELS", models, MODELS, "model")
+    _check_each("FWKERNELS_PRECISIONS", precisions, PRECISIONS, "precision")
+    select = os.environ.get("FWKERNELS_SELECT")
+    if select:
+        try:
+            re.compile(select)
+        except re.error as error:
+            raise InvalidRequest(f"FWKERNELS_SELECT is not a regular expression ({error}): "
+                                 f"{select!r}") from None
+    for keyword, value in protocol_overrides().items():
+        try:
+            check_protocol(**{keyword: value})
+        except InvalidRequest as error:
+            raise InvalidRequest(f"{PROTOCOL_VARIABLES[keyword][0]}: {error}") from None
+    cpu_allocator(device)
+
+
+def _check_each(variable: str, values: Sequence[str], valid: Sequence[str], kind: str) -> None:
+    for value in values:
+        try:
+            check(value, valid, kind)
+        except ValueError as error:
+            raise InvalidRequest(f"{variable}: {error}") from None
 
 
 def make_cache_dir() -> str:

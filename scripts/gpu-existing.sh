@@ -35,6 +35,7 @@ if [ -n "${PYTHONPATH:-}" ] && [ -z "${ASV_PYTHONPATH:-}" ]; then
 fi
 asv=("$python" -m asv)
 config="asv.existing.conf.json"  # beside asv.conf.json, so that its relative paths hold
+"$python" -m fwkernels check-variables
 "$python" -m fwkernels asv-machine "$FWKERNELS_MACHINE"
 for release in "$@"; do
     commit="$(git -C .asv/ledger rev-parse --verify --quiet "$release^{commit}")" || {

@@ -493,6 +493,8 @@ def test_bench_runs_with_nothing_set(tmp_path, profile, last) -> None:
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert f"fwkernels ledger commits --last {last}" in calls
+    # the suite's variables are checked before anything is built or installed
+    assert calls.index("fwkernels check-variables") < calls.index("fwkernels ledger build")
     assert any(c.startswith("fwkernels asv-machine ") for c in calls)
     run = next(i for i, c in enumerate(calls)
                if c.startswith("asv run") and "HASHFILE:.asv/ledger-commits" in c)

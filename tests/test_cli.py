@@ -78,6 +78,31 @@ def test_bad_input_is_one_line_naming_the_valid_choices(args, names):
         assert name in lines[0]
 
 
+@pytest.mark.parametrize("variable, value, named", [
+    ("FWKERNELS_MODELS", "resnet50,resnet5", ["FWKERNELS_MODELS", "'resnet5'", "googlenet"]),
+    ("FWKERNELS_PRECISIONS", "fp16", ["FWKERNELS_PRECISIONS", "bf16"]),
+    ("FWKERNELS_DEVICE", "tpu", ["FWKERNELS_DEVICE", "cuda"]),
+    ("FWKERNELS_MODES", "turbo", ["FWKERNELS_MODES", "tuned"]),
+    ("FWKERNELS_SELECT", "(", ["FWKERNELS_SELECT", "regular expression"]),
+    ("FWKERNELS_WINDOWS", "0", ["FWKERNELS_WINDOWS", "positive"]),
+    ("FWKERNELS_WARMUP", "two", ["FWKERNELS_WARMUP", "whole number"]),
+    ("FWKERNELS_CPU_ALLOCATOR", "jemalloc", ["FWKERNELS_CPU_ALLOCATOR", "tcmalloc"]),
+])
+def test_the_suites_variables_are_checked_before_a_run_installs_anything(variable, value, named):
+    """scripts/bench checks them first: the suite itself would fail each combination, after
+    the releases were installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FWKERNELS_")}
+    proc = subprocess.run([sys.executable, "-m", "fwkernels", "check-variables"],
+                          env={**env, variable: value}, capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and all(name in lines[0] for name in named), lines
+    fine = subprocess.run([sys.executable, "-m", "fwkernels", "check-variables"],
+                          env={**env, "FWKERNELS_MODELS": "resnet50,ncf"}, capture_output=True,
+                          text=True)
+    assert fine.returncode == 0 and "models resnet50,ncf" in fine.stdout, fine.stderr
+
+
 def test_a_reader_that_leaves_early_gets_no_traceback():
     read_end, write_end = os.pipe()
     os.close(read_end)  # what `fwkernels list | head -0` does to the writer
