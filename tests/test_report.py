@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -211,6 +212,21 @@ def test_terminal_and_markdown_outputs(runs):
     markdown = render_report_markdown(report)
     assert "| framework | AlexNet |" in markdown and "**" in markdown
     assert "not measured" in text
+
+
+def test_the_charts_leave_the_bars_room_beside_long_row_labels(tmp_path, capsys):
+    """Ten frameworks' rows, named with their companions ("Keras 3 (TensorFlow) 3.15.1
+    (tensorflow 2.21.0)"), once squeezed every bar chart of the committed CPU machines' pages
+    to no width at all: matplotlib's tight_layout gave up, with a warning."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("jinja2")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["report", "--results", os.path.join(REPO, "results"), "--records",
+                     os.path.join(REPO, "records"), "--html-dir", str(tmp_path)])
+    capsys.readouterr()
+    assert code == 0
+    assert not [w for w in caught if "tight_layout" in str(w.message)]
 
 
 def test_cli_prints_table1_and_writes_self_contained_html(tmp_path, capsys):

@@ -32,10 +32,19 @@ def to_svg(figure) -> str:
     return text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: the SVG goes inline
 
 
-def _grid(count: int, width: float = 3.4, height: float = 2.2):
-    columns = min(count, 3)
+# a 9-point label's width per character, and the widest a figure gets before it takes fewer
+# columns: long row labels ("Keras 3 (TensorFlow) 3.15.1 (tensorflow 2.21.0)") once left the
+# bars no width at all
+LABEL_INCHES_PER_CHARACTER = 0.07
+WIDEST_FIGURE_INCHES = 16.0
+
+
+def _grid(count: int, width: float = 3.4, height: float = 2.2, label_characters: int = 0):
+    """Panels of ``width`` inches of plot each, beside y labels of ``label_characters``."""
+    column = width + LABEL_INCHES_PER_CHARACTER * label_characters
+    columns = max(1, min(count, 3, int(WIDEST_FIGURE_INCHES // column)))
     rows = (count + columns - 1) // columns
-    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows + 0.3),
+    figure, axes = plt.subplots(rows, columns, figsize=(column * columns, height * rows + 0.3),
                                 squeeze=False)
     for ax in axes.flat[count:]:
         ax.set_visible(False)
@@ -57,6 +66,10 @@ def panels(report: Report, models: List[str],
     return out
 
 
+def longest_label(shown: List[Tuple[str, List[Entry]]]) -> int:
+    return max(len(row.label) for _, entries in shown for row, _, _ in entries)
+
+
 def bars(report: Report, benchmark: str, precision: str, models: List[str], title: str,
          scale: float = 1.0, unit: Optional[str] = None) -> Optional[str]:
     """One panel per model: a horizontal bar per framework row, error bars = std over windows."""
@@ -69,7 +82,7 @@ def bars(report: Report, benchmark: str, precision: str, models: List[str], titl
     shown = panels(report, models, entry)
     if not shown:
         return None
-    figure, axes = _grid(len(shown))
+    figure, axes = _grid(len(shown), label_characters=longest_label(shown))
     for ax, (m, entries) in zip(axes, shown):
         labels = [row.label for row, _, _ in entries]
         spreads = [s for _, _, s in entries]
@@ -96,7 +109,7 @@ def memory_bars(report: Report, forward: str, train: str, precision: str,
     shown = panels(report, models, entry)
     if not shown:
         return None
-    figure, axes = _grid(len(shown))
+    figure, axes = _grid(len(shown), label_characters=longest_label(shown))
     for ax, (m, entries) in zip(axes, shown):
         positions = range(len(entries))
         ax.barh([p - 0.2 for p in positions], [f for _, f, _ in entries], height=0.4,
