@@ -333,10 +333,9 @@ def cmd_asv_machine(args: argparse.Namespace) -> int:
 
 
 def cmd_check_variables(args: argparse.Namespace) -> int:
-    from fwkernels.suite import check_variables, parameters
+    from fwkernels.suite import check_variables
 
-    check_variables()
-    modes, models, precisions = parameters(os.environ.get("FWKERNELS_DEVICE", "cpu"))
+    modes, models, precisions = check_variables()
     print(f"asv suite: modes {','.join(modes)}; models {','.join(models)}; precisions "
           f"{','.join(precisions)}")
     return 0

@@ -36,16 +36,17 @@ def parameters(device: str) -> List[List[str]]:
     return [mode_parameter(profile), _env_list("FWKERNELS_MODELS", MODELS), precisions]
 
 
-def check_variables() -> None:
+def check_variables() -> List[List[str]]:
     """The suite's variables, checked before a run installs anything (the suite would otherwise
     fail each combination after the installs): InvalidRequest names the variable and what it may
-    hold."""
+    hold.  Returns the parameters they select (``parameters``)."""
     device = os.environ.get("FWKERNELS_DEVICE", "cpu")
     _check_each("FWKERNELS_DEVICE", [device], DEVICES, "device")
     try:
-        _modes, models, precisions = parameters(device)
+        selected = parameters(device)
     except ValueError as error:  # it names FWKERNELS_MODES
         raise InvalidRequest(str(error)) from None
+    _modes, models, precisions = selected
     _check_each("FWKERNELS_MODELS", models, MODELS, "model")
     _check_each("FWKERNELS_PRECISIONS", precisions, PRECISIONS, "precision")
     select = os.environ.get("FWKERNELS_SELECT")
@@ -61,6 +62,7 @@ def check_variables() -> None:
         except InvalidRequest as error:
             raise InvalidRequest(f"{PROTOCOL_VARIABLES[keyword][0]}: {error}") from None
     cpu_allocator(device)
+    return selected
 
 
 def _check_each(variable: str, values: Sequence[str], valid: Sequence[str], kind: str) -> None:
